@@ -1,0 +1,370 @@
+"""The checked interpreter's memory: a virtual address space with one region per tensor argument.
+
+Triton's own interpreter hands a kernel real host addresses and dereferences them in C++, so a
+stray lane reads heap garbage or corrupts the heap. Here every tensor argument of a launch gets
+its own 1 TiB slot of a *virtual* address space; the kernel only ever sees virtual addresses, and
+every load and store is translated back to (argument, byte offset) before numpy touches the host
+copy of the argument's storage. So:
+
+* any address maps to exactly one argument (its provenance), also when it overruns the tensor by
+  up to 512 GiB in either direction, which is what lets a finding name the argument;
+* two arguments that are views of one storage get two slots mapped onto the same host bytes, so
+  aliasing behaves as on the GPU;
+* nothing outside a storage is ever read or written, whatever the kernel computes.
+
+Nothing in this module reports findings: it resolves addresses and moves bytes. The checks
+(``checks/``) decide which lanes are allowed.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+SLOT_SHIFT = 40  # 1 TiB of virtual address space per argument
+_SLOT_HALF = 1 << (SLOT_SHIFT - 1)
+_MAX_MASK_ELEMENTS = 1 << 26  # element masks for odd (overlapping) views up to 64 Mi elements
+
+
+def slot_base(slot: int) -> int:
+    """Virtual address of byte 0 of the storage mapped in ``slot`` (slots start at 1)."""
+    return (slot << SLOT_SHIFT) + _SLOT_HALF
+
+
+@dataclasses.dataclass
+class HostStorage:
+    """Host bytes of one torch storage used by a launch.
+
+    ``buf`` is a writable ``uint8`` numpy array over the storage: the storage's own memory for a
+    CPU tensor, a host copy for a tensor on another device (copied back after the launch if any
+    lane wrote to it).
+    """
+
+    buf: np.ndarray
+    device_storage: Optional[object] = None  # torch.UntypedStorage on the device, None for CPU
+    host_storage: Optional[object] = None
+    written: bool = False
+    _typed: Dict[np.dtype, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        return self.buf.shape[0]
+
+    def typed(self, dtype: np.dtype) -> np.ndarray:
+        """The storage viewed as ``dtype`` elements (trailing bytes that do not fill one dropped)."""
+        view = self._typed.get(dtype)
+        if view is None:
+            size = np.dtype(dtype).itemsize
+            view = self.buf[: self.nbytes - self.nbytes % size].view(dtype)
+            self._typed[dtype] = view
+        return view
+
+
+class Layout:
+    """Which bytes of a storage belong to one tensor view, and element coordinates of offsets.
+
+    Args:
+        start: byte offset of the view's first element in the storage.
+        itemsize: bytes per element.
+        shape, strides: the view's sizes and strides in elements (as torch reports them).
+    """
+
+    def __init__(self, start: int, itemsize: int, shape: Sequence[int], strides: Sequence[int]):
+        self.start = int(start)
+        self.itemsize = int(itemsize)
+        self.shape = tuple(int(s) for s in shape)
+        self.strides = tuple(int(s) for s in strides)
+        self.numel = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        # dims that move through memory, biggest stride first (stride-0 and size-1 dims add nothing)
+        moving = [(st, sz, d) for d, (sz, st) in enumerate(zip(self.shape, self.strides)) if sz > 1 and st != 0]
+        moving.sort(key=lambda t: -t[0])
+        self._order = moving
+        span = 1 + sum((sz - 1) * st for st, sz, _ in moving)
+        self.dense = self.numel > 0 and span == self._distinct_elements()
+        nested = all(moving[i][0] >= moving[i + 1][0] * moving[i + 1][1] for i in range(len(moving) - 1))
+        self.nested = nested and all(st > 0 for st, _, _ in moving)
+        self.span_elems = span if self.numel > 0 else 0
+        self._mask: Optional[np.ndarray] = None
+
+    def _distinct_elements(self) -> int:
+        n = 1
+        for _, sz, _ in self._order:
+            n *= sz
+        return n
+
+    @property
+    def end(self) -> int:
+        """One past the last byte of the view's span."""
+        return self.start + self.span_elems * self.itemsize
+
+    def valid(self, off: np.ndarray, size: int) -> np.ndarray:
+        """Whether each access of ``size`` bytes at storage byte offset ``off`` lies inside the view.
+
+        Accesses are taken to be aligned to the access size (the bounds check reports misaligned
+        ones separately); an access must not straddle two elements of a strided view.
+
+        Args:
+            off: int64 array of byte offsets from the storage's first byte.
+            size: bytes per access.
+        Returns:
+            bool array of ``off``'s shape.
+        """
+        if self.numel == 0:
+            return np.zeros(off.shape, dtype=bool)
+        rel = off - self.start
+        in_span = (rel >= 0) & (rel + size <= self.span_elems * self.itemsize)
+        if self.dense:
+            return in_span
+        elem, within = np.divmod(rel, self.itemsize)
+        ok = in_span & (within + size <= self.itemsize)
+        if not ok.any():
+            return ok
+        if self.nested:
+            rem = elem.copy()
+            for st, sz, _ in self._order:
+                q, rem = np.divmod(rem, st)
+                ok &= q < sz
+            ok &= rem == 0
+            return ok
+        mask = self._element_mask()
+        if mask is None:  # very large overlapping view: accept its span (documented approximation)
+            return ok
+        idx = np.where(ok, elem, 0)
+        return ok & mask[idx]
+
+    def _element_mask(self) -> Optional[np.ndarray]:
+        if self._mask is None and self.span_elems <= _MAX_MASK_ELEMENTS:
+            offs = np.zeros(1, dtype=np.int64)
+            for st, sz, _ in self._order:
+                offs = (offs[:, None] + np.arange(sz, dtype=np.int64)[None, :] * st).ravel()
+            mask = np.zeros(self.span_elems, dtype=bool)
+            mask[offs] = True
+            self._mask = mask
+        return self._mask
+
+    def coords(self, off: np.ndarray) -> np.ndarray:
+        """Element coordinates in the view of byte offsets ``off`` (int64, shape ``(n, ndim)``).
+
+        The leading moving dim is unbounded, so offsets past the end map to rows past the last
+        (``x[1000]`` of a 1000-element tensor) and offsets before the start to negative ones.
+        """
+        rel = np.asarray(off, dtype=np.int64) - self.start
+        elem = np.floor_divide(rel, self.itemsize)
+        out = np.zeros((elem.shape[0], max(1, len(self.shape))), dtype=np.int64)
+        if not self._order:
+            out[:, 0] = elem
+            return out
+        rem = elem
+        for st, _, d in self._order:
+            q = np.floor_divide(rem, st)
+            rem = rem - q * st
+            out[:, d] = q
+        return out
+
+
+@dataclasses.dataclass
+class Region:
+    """One tensor argument of a launch as the checked interpreter sees it.
+
+    Attributes:
+        slot: its slot in the virtual address space (1-based).
+        name: the argument's name in the kernel's signature (``desc.base`` for a tensor
+            descriptor's tensor, ``ptrs[1]`` for an element of a tuple argument).
+        shape, strides: the view's sizes and strides in elements.
+        dtype: the torch dtype's name, e.g. ``"float32"``.
+        storage: the host bytes it is mapped onto.
+        layout: which of those bytes belong to the view.
+    """
+
+    slot: int
+    name: str
+    shape: Tuple[int, ...]
+    strides: Tuple[int, ...]
+    dtype: str
+    storage: HostStorage
+    layout: Layout
+
+    @property
+    def vaddr(self) -> int:
+        """The virtual address handed to the kernel for this argument (its ``data_ptr``)."""
+        return slot_base(self.slot) + self.layout.start
+
+    def describe(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "strides": list(self.strides)}
+
+
+@dataclasses.dataclass
+class Resolved:
+    """Addresses of the active lanes of one access, resolved against the address space.
+
+    Attributes:
+        lanes: flat indices (into the access's block) of the active lanes.
+        slot: int64 slot of each active lane (0 or past the last region: no argument).
+        off: int64 byte offset of each active lane from byte 0 of its slot's storage.
+        ok: bool, whether the lane may be performed (set by the checks).
+    """
+
+    lanes: np.ndarray
+    slot: np.ndarray
+    off: np.ndarray
+    ok: np.ndarray
+    single_slot: int  # the slot all lanes share, or -1
+
+
+class AddressSpace:
+    """All tensor arguments of one launch, mapped into the virtual address space."""
+
+    def __init__(self) -> None:
+        self.regions: List[Region] = []
+        self.storages: Dict[Tuple[str, int], HostStorage] = {}
+
+    def region(self, slot: int) -> Optional[Region]:
+        if 1 <= slot <= len(self.regions):
+            return self.regions[slot - 1]
+        return None
+
+    def add(self, name: str, storage: HostStorage, start: int, itemsize: int, shape, strides, dtype: str) -> Region:
+        region = Region(slot=len(self.regions) + 1, name=name, shape=tuple(shape), strides=tuple(strides),
+                        dtype=dtype, storage=storage, layout=Layout(start, itemsize, shape, strides))
+        self.regions.append(region)
+        return region
+
+    def resolve(self, addrs: np.ndarray, mask: Optional[np.ndarray]) -> Resolved:
+        """Resolve a block of addresses.
+
+        Args:
+            addrs: uint64 virtual addresses, any shape.
+            mask: bool of the same shape (or broadcastable), or None for all lanes.
+        """
+        flat = np.ascontiguousarray(addrs, dtype=np.uint64).reshape(-1)
+        if mask is None:
+            lanes = np.arange(flat.shape[0])
+            act = flat
+        else:
+            m = np.broadcast_to(np.asarray(mask, dtype=bool), addrs.shape).reshape(-1)
+            if m.all():
+                lanes = np.arange(flat.shape[0])
+                act = flat
+            else:
+                lanes = np.flatnonzero(m)
+                act = flat[lanes]
+        slot = (act >> np.uint64(SLOT_SHIFT)).astype(np.int64)
+        if act.shape[0] and slot.min() == slot.max():
+            single = int(slot[0])
+            off = (act - np.uint64(slot_base(single))).view(np.int64)
+        else:
+            single = -1
+            off = (act - ((slot.astype(np.uint64) << np.uint64(SLOT_SHIFT)) + np.uint64(_SLOT_HALF))).view(np.int64)
+        return Resolved(lanes=lanes, slot=slot, off=off, ok=np.ones(act.shape[0], dtype=bool), single_slot=single)
+
+    def in_storage(self, res: Resolved, size: int) -> np.ndarray:
+        """Lanes whose ``size`` bytes lie inside their slot's storage (the bare safety condition)."""
+        if res.single_slot >= 0:
+            region = self.region(res.single_slot)
+            if region is None:
+                return np.zeros(res.off.shape, dtype=bool)
+            return (res.off >= 0) & (res.off + size <= region.storage.nbytes)
+        nbytes = np.zeros(len(self.regions) + 2, dtype=np.int64)
+        nbytes[1:len(self.regions) + 1] = [r.storage.nbytes for r in self.regions]
+        slot = np.clip(res.slot, 0, len(self.regions) + 1)
+        return (res.off >= 0) & (res.off + size <= nbytes[slot]) & (res.slot == slot)
+
+    def in_view(self, res: Resolved, size: int) -> np.ndarray:
+        """Lanes inside the view of their own argument or of another argument on the same storage."""
+        if res.single_slot >= 0:
+            region = self.region(res.single_slot)
+            if region is None:
+                return np.zeros(res.off.shape, dtype=bool)
+            ok = region.layout.valid(res.off, size)
+            if not ok.all():
+                for other in self.regions:
+                    if other is not region and other.storage is region.storage:
+                        bad = ~ok
+                        ok[bad] = other.layout.valid(res.off[bad], size)
+            return ok
+        ok = np.zeros(res.off.shape, dtype=bool)
+        for slot in np.unique(res.slot):
+            region = self.region(int(slot))
+            if region is None:
+                continue
+            sel = res.slot == slot
+            sub = Resolved(res.lanes[sel], res.slot[sel], res.off[sel], res.ok[sel], int(slot))
+            ok[sel] = self.in_view(sub, size)
+        return ok
+
+    # --- moving bytes (lanes already filtered by ``res.ok``) ---------------------------------------
+    def _groups(self, res: Resolved):
+        """Yield (region, selector into res arrays) for the lanes allowed by ``res.ok``."""
+        if res.single_slot >= 0:
+            region = self.region(res.single_slot)
+            if region is not None and res.ok.any():
+                yield region, (slice(None) if res.ok.all() else res.ok)
+            return
+        for slot in np.unique(res.slot[res.ok]):
+            region = self.region(int(slot))
+            if region is not None:
+                yield region, res.ok & (res.slot == slot)
+
+    @staticmethod
+    def _index(region: Region, off: np.ndarray, dtype: np.dtype):
+        size = np.dtype(dtype).itemsize
+        if size == 1 or not (off % size).any():
+            return region.storage.typed(dtype), off // size
+        return None, None
+
+    def gather(self, res: Resolved, dtype: np.dtype, out_flat: np.ndarray) -> None:
+        """Read the allowed lanes into ``out_flat`` (a flat array of ``dtype`` over the block)."""
+        for region, sel in self._groups(res):
+            off = res.off[sel]
+            lanes = res.lanes[sel]
+            typed, idx = self._index(region, off, dtype)
+            if typed is not None:
+                out_flat[lanes] = typed[idx]
+            else:  # misaligned lanes (allowed only when checks are off): byte by byte
+                size = np.dtype(dtype).itemsize
+                raw = region.storage.buf[off[:, None] + np.arange(size)[None, :]]
+                out_flat[lanes] = raw.copy().view(dtype).reshape(-1)
+
+    def scatter(self, res: Resolved, values_flat: np.ndarray) -> None:
+        """Write ``values_flat[lane]`` for the allowed lanes (later lanes win on duplicates)."""
+        dtype = values_flat.dtype
+        for region, sel in self._groups(res):
+            off = res.off[sel]
+            lanes = res.lanes[sel]
+            region.storage.written = True
+            typed, idx = self._index(region, off, dtype)
+            if typed is not None:
+                typed[idx] = values_flat[lanes]
+            else:
+                size = dtype.itemsize
+                raw = np.ascontiguousarray(values_flat[lanes]).view(np.uint8).reshape(-1, size)
+                region.storage.buf[off[:, None] + np.arange(size)[None, :]] = raw
+
+    def read_modify_write(self, res: Resolved, dtype: np.dtype, fn) -> np.ndarray:
+        """Apply ``new = fn(old, lanes)`` to the allowed lanes; return the old values.
+
+        ``fn`` gets the old values and the positions (into ``res`` arrays) of those lanes. Lanes
+        that hit the same element are applied one after another in lane order, as atomics are.
+
+        Returns:
+            the old value of every active lane (``dtype``, zeros where a lane was not allowed),
+            in ``res.lanes`` order.
+        """
+        olds = np.zeros(res.off.shape[0], dtype=dtype)
+        for region, sel in self._groups(res):
+            pos = np.arange(res.off.shape[0])[sel]
+            typed, idx = self._index(region, res.off[pos], dtype)
+            if typed is None:
+                continue  # misaligned atomics are dropped (the bounds check reports them)
+            region.storage.written = True
+            if np.unique(idx).shape[0] == idx.shape[0]:
+                old = typed[idx].copy()
+                typed[idx] = fn(old, pos)
+                olds[pos] = old
+            else:
+                for i, p in zip(idx, pos):
+                    old = typed[i:i + 1].copy()
+                    typed[i:i + 1] = fn(old, np.array([p]))
+                    olds[p] = old[0]
+        return olds

@@ -1,0 +1,186 @@
+"""Check sessions: while one is active, every Triton kernel launch runs in the checked interpreter."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from typing import Dict, Iterator, List, Optional
+
+from . import _patches
+from ._launch import CheckAborted, Launch, LaunchRecord
+from .checks import BoundsCheck, Check
+from .findings import Finding, FindingLog, Violation
+
+_active: Optional["CheckSession"] = None
+_active_lock = threading.Lock()
+
+
+def active_session() -> Optional["CheckSession"]:
+    """The session that is checking launches now, or None."""
+    return _active
+
+
+@dataclasses.dataclass
+class KernelSummary:
+    """Per kernel: launches and programs checked, configs seen, findings made."""
+
+    name: str
+    launches: int = 0
+    programs: int = 0
+    configs: List[str] = dataclasses.field(default_factory=list)
+    findings: int = 0
+    seconds: float = 0.0
+
+
+class CheckSession:
+    """Collects the launches and findings of a checked run.
+
+    Create it with :func:`checking` rather than directly.
+
+    Args:
+        checks: the checks to run; None for the defaults (out-of-bounds). An empty list runs the
+            interpreter with only the safety net (lanes outside a storage are dropped unreported).
+        stop_on_first: stop the program (raise :class:`CheckAborted`) at the first finding.
+        timeout: seconds one launch may run before it is stopped and reported, None for no limit.
+    """
+
+    def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
+                 timeout: Optional[float] = None) -> None:
+        self.checks: List[Check] = [BoundsCheck()] if checks is None else list(checks)
+        self.bounds_enforced = any(isinstance(c, BoundsCheck) for c in self.checks)
+        self.stop_on_first = stop_on_first
+        self.timeout = timeout
+        self.launches: List[LaunchRecord] = []
+        self._log = FindingLog()
+        self._kernels: Dict[str, KernelSummary] = {}
+        self.aborted: Optional[str] = None
+
+    # --- results ----------------------------------------------------------------------------------
+    @property
+    def findings(self) -> List[Finding]:
+        """The findings so far, folded by (kind, kernel, file, line, argument), in order of discovery."""
+        return self._log.findings()
+
+    @property
+    def kernels(self) -> List[KernelSummary]:
+        return list(self._kernels.values())
+
+    def summary(self) -> dict:
+        """Totals: launches, programs run, accesses and lanes checked, findings by kind, fallbacks."""
+        by_kind: Dict[str, int] = {}
+        for f in self.findings:
+            by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+        return {
+            "launches": len(self.launches),
+            "programs": sum(r.programs for r in self.launches),
+            "accesses": sum(r.accesses for r in self.launches),
+            "lanes": sum(r.lanes for r in self.launches),
+            "empty_grids": sum(r.status == "empty_grid" for r in self.launches),
+            "seconds": sum(r.seconds for r in self.launches),
+            "findings_by_kind": by_kind,
+            "aborted": self.aborted,
+        }
+
+    def to_dict(self) -> dict:
+        """The session as JSON-ready data: ``{"findings", "launches", "kernels", "summary", ...}``."""
+        import triton
+
+        from .. import __version__
+        return {
+            "findings": [f.to_dict() for f in self.findings],
+            "launches": len(self.launches),
+            "kernels": [dataclasses.asdict(k) for k in self.kernels],
+            "launch_records": [dataclasses.asdict(r) for r in self.launches],
+            "summary": self.summary(),
+            "versions": {"tritonkit": __version__, "triton": triton.__version__},
+        }
+
+    # --- called by launches ----------------------------------------------------------------------
+    def _begin_launch(self, launch: Launch) -> None:
+        self.launches.append(launch.record)
+        k = self._kernels.setdefault(launch.kernel, KernelSummary(launch.kernel))
+        k.launches += 1
+        if launch.config is not None and launch.config not in k.configs:
+            k.configs.append(launch.config)
+
+    def _end_launch(self, launch: Launch) -> None:
+        k = self._kernels[launch.kernel]
+        k.programs += launch.record.programs
+        k.seconds += launch.record.seconds
+
+    def _add_violation(self, v: Violation, launch: Launch) -> None:
+        new = self._log.add(v, id(launch.record), launch.grid_ndim)
+        if new:
+            self._kernels[launch.kernel].findings += 1
+        if self.stop_on_first and v.kind not in ("timeout", "unsupported", "kernel_error"):
+            self.aborted = "stopped at the first finding (--stop-on-first)"
+            raise CheckAborted(self.aborted)
+
+
+@contextlib.contextmanager
+def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
+             timeout: Optional[float] = None) -> Iterator[CheckSession]:
+    """Check every Triton kernel launched inside the ``with`` block on the CPU.
+
+    Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
+    runs in tritonkit's checked interpreter, whatever ``TRITON_INTERPRET`` says; tensors on a GPU
+    are copied to the host and back. An autotuned kernel runs under every config once per
+    distinct key (outputs are restored after each but the first config, which is the one kept).
+
+    Args:
+        checks: the checks to run (None: the defaults).
+        stop_on_first: raise :class:`CheckAborted` at the first finding.
+        timeout: seconds a launch may run before it is stopped and reported (None: no limit).
+
+    Yields:
+        the :class:`CheckSession`; read ``session.findings`` after the block.
+
+    Raises:
+        RuntimeError: if a session is already active (sessions do not nest).
+        CheckAborted: out of the block, when a kernel could not finish or ``stop_on_first`` fired;
+            the reason is in ``session.findings``.
+
+    Example::
+
+        with tritonkit.checking() as session:
+            add_kernel[(4,)](x, y, out, 1000, BLOCK_SIZE=256)
+        assert not session.findings
+    """
+    global _active
+    session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout)
+    with _active_lock:
+        if _active is not None:
+            raise RuntimeError("a tritonkit check session is already active: sessions do not nest")
+        _active = session
+    _patches.install()
+    try:
+        yield session
+    except CheckAborted as e:
+        if session.aborted is None:
+            session.aborted = str(e)
+        raise
+    finally:
+        _patches.uninstall()
+        with _active_lock:
+            _active = None
+
+
+def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, **kwargs) -> CheckSession:
+    """Check one launch of one kernel: ``kernel[grid](*args, **kwargs)`` in the checked interpreter.
+
+    Args:
+        kernel: a ``@triton.jit`` function, possibly wrapped by ``@triton.autotune`` or
+            ``@triton.heuristics``.
+        grid: the launch grid (tuple of program counts, or a callable of the arguments).
+        *args, **kwargs: the kernel's arguments, as for ``kernel[grid](...)``.
+        checks: the checks to run (None: the defaults).
+
+    Returns:
+        the :class:`CheckSession` with the findings and the launch record. A launch that could
+        not finish is reported as a finding (``unsupported``, ``kernel_error``, ``timeout``), not
+        raised.
+    """
+    with contextlib.suppress(CheckAborted):
+        with checking(checks=checks) as session:
+            kernel[grid](*args, **kwargs)
+    return session

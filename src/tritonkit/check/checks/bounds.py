@@ -1,0 +1,58 @@
+"""``out_of_bounds``: every active lane must address an element of the tensor it was derived from.
+
+A lane is in bounds when its bytes lie inside the *view* of the argument its address belongs to
+(its slot in the virtual address space, see ``_memory``) or of another argument on the same
+storage, and the address is a multiple of the access size. Offending lanes are not performed: a
+load yields ``other`` (or 0) there and a store is dropped.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._memory import slot_base
+from ..findings import Violation
+from ._base import Access, Check
+
+
+class BoundsCheck(Check):
+    """Reports loads, stores and atomics outside the launch's tensor arguments."""
+
+    kind = "out_of_bounds"
+
+    def on_access(self, launch, access: Access, res) -> None:
+        if res.off.shape[0] == 0:
+            return
+        space = launch.space
+        ok = space.in_view(res, access.size)
+        if access.size > 1:
+            ok &= (res.off % access.size) == 0
+        if ok.all():
+            return
+        bad = ~ok
+        res.ok &= ok
+        slots = res.slot[bad]
+        offs = res.off[bad]
+        for slot in np.unique(slots):
+            sel = slots == slot
+            region = space.region(int(slot))
+            off = offs[sel]
+            if region is None:
+                addresses = [slot_base(int(slot)) + int(o) for o in off[:8]]
+                launch.report(Violation(kind=self.kind, kernel="", frames=[], program_id=(), access=access.op,
+                                        masked=access.masked, lanes=int(sel.sum()), reason="no_argument",
+                                        addresses=addresses))
+                continue
+            layout = region.layout
+            reason = np.full(off.shape, "outside_view", dtype=object)
+            reason[off >= layout.end] = "past_end"
+            reason[off < layout.start] = "before_start"
+            misaligned = (off % access.size) != 0 if access.size > 1 else np.zeros(off.shape, bool)
+            reason[misaligned & (off >= layout.start) & (off < layout.end)] = "misaligned"
+            for why in ("past_end", "before_start", "outside_view", "misaligned"):
+                part = reason == why
+                if not part.any():
+                    continue
+                launch.report(Violation(kind=self.kind, kernel="", frames=[], program_id=(), access=access.op,
+                                        masked=access.masked, lanes=int(part.sum()), arg=region.describe(),
+                                        offsets=layout.coords(off[part]), reason=why))
+

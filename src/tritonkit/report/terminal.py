@@ -1,0 +1,134 @@
+"""Terminal rendering of check results with rich, in the spirit of a pytest failure.
+
+Each finding: a rule naming the kind and kernel, the location, the source around the line with
+the line marked, then the facts (argument, access, programs, elements, configs) and a hint.
+Then a summary of the run. Renderers take plain data (:class:`~tritonkit.check.Finding` and the
+session's ``summary()``/``kernels``) and never compute anything themselves.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+from typing import Iterable, List, Optional, Sequence
+
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+_CONTEXT_BEFORE = 3
+_CONTEXT_AFTER = 1
+
+
+def _short_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def _source_block(file: str, line: int) -> Text:
+    text = Text()
+    lines = linecache.getlines(file)
+    if not lines or line <= 0:
+        return text
+    lo, hi = max(1, line - _CONTEXT_BEFORE), min(len(lines), line + _CONTEXT_AFTER)
+    width = len(str(hi))
+    for n in range(lo, hi + 1):
+        src = lines[n - 1].rstrip("\n")
+        if n == line:
+            text.append(f">{n:>{width}}  ", style="bold red")
+            text.append(src + "\n", style="bold")
+        else:
+            text.append(f" {n:>{width}}  ", style="dim")
+            text.append(src + "\n")
+    return text
+
+
+def _program(p: Sequence[int]) -> str:
+    return "(" + ", ".join(str(i) for i in p) + ("," if len(p) == 1 else "") + ")"
+
+
+def _fact(table: Table, name: str, value, style: Optional[str] = None) -> None:
+    if value in (None, "", []):
+        return
+    table.add_row(name, value if isinstance(value, Text) else Text(str(value), style=style or ""))
+
+
+def render_finding(f) -> RenderableType:
+    """A renderable for one :class:`~tritonkit.check.Finding`."""
+    header = Rule(Text(f" {f.kind}: {f.kernel} ", style="bold red"), style="red", align="left")
+    loc = Text(f"{_short_path(f.file)}:{f.line}", style="bold cyan")
+    if len(f.call_stack) > 1:
+        chain = " → ".join(fr["function"] for fr in f.call_stack)
+        loc.append(f"  ({chain})", style="dim")
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="dim", no_wrap=True)
+    facts.add_column()
+    if f.arg:
+        t = f.tensor or {}
+        shape = "x".join(str(s) for s in t.get("shape", [])) or "scalar"
+        _fact(facts, "argument", f"{f.arg}: {t.get('dtype', '?')}[{shape}], strides "
+                                 f"({', '.join(str(s) for s in t.get('strides', []))})")
+    if f.access:
+        _fact(facts, "access", f"{f.access}, " + ("masked" if f.masked else "no mask"))
+    if f.program_ids:
+        progs = ", ".join(_program(p) for p in f.program_ids)
+        more = f"  … {f.num_programs} programs in all" if f.num_programs > len(f.program_ids) else \
+            f"  ({f.num_programs} program{'s' if f.num_programs != 1 else ''})"
+        _fact(facts, "programs", progs + more)
+    if f.elements:
+        n = f" ({f.num_elements} element{'s' if f.num_elements != 1 else ''})" if f.num_elements else ""
+        _fact(facts, "elements", f.elements + n)
+    if f.count and f.kind == "out_of_bounds":
+        _fact(facts, "lanes", f"{f.count} in {f.occurrences} access{'es' if f.occurrences != 1 else ''}"
+                              f" over {f.launches} launch{'es' if f.launches != 1 else ''}")
+    if f.configs:
+        _fact(facts, "configs", "\n".join(f.configs))
+    _fact(facts, "hint", f.hint, style="yellow")
+    message = Text("E   ", style="bold red")
+    message.append(f.message, style="bold red")
+    return Group(header, loc, Text(), _source_block(f.file, f.line), message, Padding(facts, (0, 0, 0, 4)), Text())
+
+
+def render_summary(summary: dict, kernels: Iterable, findings: List) -> RenderableType:
+    """The end-of-run summary: per kernel launches/programs/findings/time, then totals by kind."""
+    table = Table(title=None, show_edge=False, header_style="bold")
+    table.add_column("kernel")
+    table.add_column("launches", justify="right")
+    table.add_column("programs", justify="right")
+    table.add_column("configs", justify="right")
+    table.add_column("findings", justify="right")
+    table.add_column("seconds", justify="right")
+    for k in kernels:
+        table.add_row(k.name, str(k.launches), str(k.programs), str(len(k.configs)) if k.configs else "-",
+                      Text(str(k.findings), style="bold red" if k.findings else "green"), f"{k.seconds:.2f}")
+    by_kind = summary.get("findings_by_kind", {})
+    total = sum(by_kind.values())
+    line = Text()
+    if total:
+        line.append(f"{total} finding{'s' if total != 1 else ''}", style="bold red")
+        line.append(" (" + ", ".join(f"{n} {k}" for k, n in by_kind.items()) + ")")
+    else:
+        line.append("no findings", style="bold green")
+    line.append(f" in {summary['launches']} launch{'es' if summary['launches'] != 1 else ''}, "
+                f"{summary['programs']} programs, {summary['accesses']} accesses "
+                f"({summary['lanes']} lanes) checked in {summary['seconds']:.2f} s")
+    parts: List[RenderableType] = [Rule("tritonkit check summary"), table, line]
+    if summary.get("empty_grids"):
+        parts.append(Text(f"note: {summary['empty_grids']} launch(es) had a grid of 0 programs; "
+                          "nothing ran in them", style="yellow"))
+    if summary.get("aborted"):
+        parts.append(Text(f"stopped: {summary['aborted']}", style="bold yellow"))
+    return Group(*parts)
+
+
+def print_report(session, console: Optional[Console] = None) -> None:
+    """Print every finding of a session, then its summary."""
+    console = console or Console(stderr=False)
+    findings = session.findings
+    for f in findings:
+        console.print(render_finding(f))
+    console.print(render_summary(session.summary(), session.kernels, findings))

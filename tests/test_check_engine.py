@@ -1,0 +1,212 @@
+"""The checked interpreter on small kernels: findings (kind, line, argument, programs, elements),
+dropped lanes, atomics, device functions, autotune/heuristics, and launches that cannot finish."""
+import os
+
+import pytest
+import torch
+import triton
+
+import tritonkit
+from tritonkit.check import CheckAborted, UsageError, checking
+
+from kernels_for_tests import (calls_helper, copy_rows, grid2d_copy, heuristic_scale, histogram, line_of,
+                               gather_pointer_table, shifted_copy, spin_on_flag, tuned_scale, unmasked_store,
+                               uses_inline_asm)
+
+KFILE = os.path.abspath(os.path.join(os.path.dirname(__file__), "kernels_for_tests.py"))
+
+
+def only(session):
+    assert len(session.findings) == 1, [f.message for f in session.findings]
+    return session.findings[0]
+
+
+def test_view_overrun_is_reported_in_view_coordinates_and_not_performed():
+    big = torch.arange(8 * 200, dtype=torch.float32).reshape(8, 200)
+    view = big[:, :100]
+    out = torch.full((8, 128), -1.0)
+    s = tritonkit.check_launch(copy_rows, (8,), view, out, view.stride(0), 128, NCOL=128)
+    f = only(s)
+    assert (f.kind, f.reason, f.arg, f.access, f.masked) == ("out_of_bounds", "outside_view", "x_ptr", "load", True)
+    assert (os.path.abspath(f.file), f.line) == (KFILE, line_of("copy_rows.load"))
+    assert f.tensor == {"shape": [8, 100], "dtype": "float32", "strides": [200, 1]}
+    assert f.elements == "x_ptr[0:8, 100:128]"
+    assert f.num_programs == 8 and f.program_ids == [[i] for i in range(8)]
+    assert f.count == 8 * 28
+    # offending lanes yield 0 (the load had no `other`), in-bounds lanes the data
+    torch.testing.assert_close(out[:, :100], view)
+    assert (out[:, 100:] == 0).all()
+
+
+def test_correct_view_copy_has_no_findings():
+    big = torch.randn(8, 200)
+    view = big[:, :100]
+    out = torch.zeros(8, 128)
+    s = tritonkit.check_launch(copy_rows, (8,), view, out, view.stride(0), 100, NCOL=128)
+    assert s.findings == []
+    torch.testing.assert_close(out[:, :100], view)
+
+
+def test_negative_offsets_are_before_start():
+    x = torch.arange(40, dtype=torch.float32)
+    out = torch.zeros(40)
+    f = only(tritonkit.check_launch(shifted_copy, (3,), x, out, 40, SHIFT=3, B=16))
+    assert (f.reason, f.arg, f.elements, f.program_ids) == ("before_start", "x_ptr", "x_ptr[-3:0]", [[0]])
+    assert f.line == line_of("shifted_copy.load")
+    torch.testing.assert_close(out[3:], x[:-3])
+
+
+def test_finding_inside_device_function_names_its_line_and_caller():
+    f = only(tritonkit.check_launch(calls_helper, (2,), torch.arange(20.0), torch.zeros(32), B=16))
+    assert f.kernel == "calls_helper"
+    assert f.line == line_of("_load_block.load")
+    assert [fr["function"] for fr in f.call_stack] == ["calls_helper", "_load_block"]
+    assert f.call_stack[0]["line"] == line_of("calls_helper.call")
+    assert (f.elements, f.program_ids, f.masked) == ("x_ptr[20:32]", [[1]], False)
+
+
+def test_atomics_count_in_order_and_out_of_range_index_is_dropped():
+    idx = torch.tensor([0, 1, 1, 3, 3, 3, 7, 4], dtype=torch.int32)
+    cnt = torch.zeros(5, dtype=torch.int32)
+    f = only(tritonkit.check_launch(histogram, (1,), idx, cnt, 8, B=8))
+    assert cnt.tolist() == [1, 2, 0, 3, 1]
+    assert (f.access, f.arg, f.elements, f.line) == ("atomic_add", "cnt_ptr", "cnt_ptr[7]",
+                                                      line_of("histogram.atomic"))
+
+
+def test_dropped_store_leaves_neighbouring_memory_untouched():
+    big = torch.full((40,), 7.0)
+    out = big[10:20]
+    f = only(tritonkit.check_launch(unmasked_store, (1,), out, 1.5, B=16))
+    assert (f.access, f.masked, f.reason, f.elements) == ("store", False, "past_end", "out_ptr[10:16]")
+    assert "no mask" in f.hint
+    assert (big[10:20] == 1.5).all() and (big[:10] == 7.0).all() and (big[20:] == 7.0).all()
+
+
+def test_2d_grid_program_ids_and_elements():
+    M, N = 10, 12
+    x = torch.randn(M, N + 4)[:, :N]
+    out = torch.zeros(M, N)
+    s = tritonkit.check_launch(grid2d_copy, (triton.cdiv(M, 8), triton.cdiv(N, 8)), x, out, M, N, x.stride(0),
+                               BM=8, BN=8)
+    f = only(s)
+    assert (f.reason, f.elements) == ("outside_view", "x_ptr[0:10, 12]")
+    assert sorted(map(tuple, f.program_ids)) == [(0, 1), (1, 1)]
+    torch.testing.assert_close(out, x)
+
+
+def test_pointer_into_no_argument():
+    table = torch.tensor([0x1000], dtype=torch.int64)
+    f = only(tritonkit.check_launch(gather_pointer_table, (1,), table, torch.zeros(8), B=8))
+    assert (f.reason, f.arg, f.line) == ("no_argument", None, line_of("gather_pointer_table.load"))
+    assert f.elements.startswith("0x1000")
+
+
+def test_inline_asm_is_an_unsupported_finding_with_its_line():
+    with pytest.raises(CheckAborted):
+        with checking() as s:
+            uses_inline_asm[(1,)](torch.zeros(16, dtype=torch.int32), B=16)
+    f = only(s)
+    assert f.kind == "unsupported" and f.line == line_of("asm")
+    assert "inline assembly" in f.message
+    assert s.launches[0].status == "aborted"
+
+
+def test_timeout_stops_a_launch_and_says_where():
+    with pytest.raises(CheckAborted):
+        with checking(timeout=0.5) as s:
+            spin_on_flag[(2,)](torch.zeros(1, dtype=torch.int32))
+    f = only(s)
+    assert (f.kind, f.line, f.program_ids) == ("timeout", line_of("spin_on_flag.loop"), [[0]])
+
+
+def test_zero_program_grid_runs_nothing_and_is_noted():
+    out = torch.zeros(4)
+    s = tritonkit.check_launch(unmasked_store, (0,), out, 1.0, B=16)
+    assert s.findings == []
+    assert s.summary()["empty_grids"] == 1 and s.launches[0].programs == 0
+    assert (out == 0).all()
+
+
+def test_bad_grid_and_missing_argument_are_usage_errors():
+    with pytest.raises(UsageError, match="negative"):
+        with checking():
+            unmasked_store[(-1,)](torch.zeros(4), 1.0, B=16)
+    with pytest.raises(UsageError, match="value"):
+        with checking():
+            unmasked_store[(1,)](torch.zeros(4), B=16)
+
+
+def test_autotune_checks_every_config_once_per_key_and_names_configs():
+    n = 40
+    x = torch.arange(n, dtype=torch.float32)
+    out = torch.zeros(n)
+    with checking() as s:
+        for _ in range(2):
+            tuned_scale[lambda m: (triton.cdiv(n, m["B"]),)](x, out, n)
+    configs = [r.config.split(",")[0] for r in s.launches]
+    assert configs == ["B=32", "B=64", "B=16", "B=16"]  # others once (restored), then the kept one twice
+    torch.testing.assert_close(out, 2 * x)
+    f = only(s)
+    assert f.line == line_of("tuned_scale.store")
+    assert [c.split(",")[0] for c in f.configs] == ["B=32", "B=64"]
+
+
+def test_heuristics_values_reach_the_kernel():
+    n = 200
+    x = torch.randn(n)
+    out = torch.zeros(n)
+    with checking() as s:
+        heuristic_scale[lambda m: (triton.cdiv(n, m["B"]),)](x, out, n)
+    assert s.findings == [] and s.launches[0].programs == triton.cdiv(n, 64)
+    torch.testing.assert_close(out, 3 * x)
+
+
+def test_stop_on_first_raises_at_the_first_finding():
+    with pytest.raises(CheckAborted):
+        with checking(stop_on_first=True) as s:
+            unmasked_store[(4,)](torch.zeros(10), 2.0, B=16)
+            unmasked_store[(4,)](torch.zeros(10), 2.0, B=16)
+    assert len(s.launches) == 1 and s.launches[0].programs == 0
+    assert s.summary()["aborted"].startswith("stopped at the first finding")
+
+
+def test_checks_off_still_drops_lanes_outside_the_storage():
+    big = torch.full((40,), 7.0)
+    s = tritonkit.check_launch(unmasked_store, (1,), big[30:], 1.0, B=16, checks=[])
+    assert s.findings == []
+    assert (big[30:] == 1.0).all() and (big[:30] == 7.0).all()
+
+
+def test_findings_fold_over_launches():
+    with checking() as s:
+        for _ in range(3):
+            unmasked_store[(2,)](torch.zeros(20), 1.0, B=16)
+    f = only(s)
+    assert (f.launches, f.occurrences, f.count, f.program_ids) == (3, 3, 36, [[1]])
+
+
+def test_sessions_do_not_nest_and_patches_are_removed():
+    run_before = triton.runtime.jit.JITFunction.run
+    with checking():
+        with pytest.raises(RuntimeError, match="nest"):
+            with checking():
+                pass
+    assert triton.runtime.jit.JITFunction.run is run_before
+
+
+def test_findings_round_trip_through_json():
+    import json
+    f = only(tritonkit.check_launch(unmasked_store, (1,), torch.zeros(4), 1.0, B=16))
+    again = tritonkit.Finding.from_dict(json.loads(json.dumps(f.to_dict())))
+    assert again == f
+
+
+@pytest.mark.gpu
+def test_gpu_tensors_are_copied_to_the_host_and_back():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    big = torch.full((40,), 7.0, device="cuda")
+    f = only(tritonkit.check_launch(unmasked_store, (1,), big[10:20], 1.5, B=16))
+    assert f.elements == "out_ptr[10:16]"
+    assert (big[10:20] == 1.5).all().item() and (big[20:] == 7.0).all().item()

@@ -1,0 +1,119 @@
+"""``tritonkit check`` end to end: scripts, exit status, JSON, bad input."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tritonkit.cli import main
+
+SCRIPT = textwrap.dedent('''
+    import sys
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        y = tl.load(y_ptr + offs{mask})
+        tl.store(out_ptr + offs, x + y, mask=offs < n)
+
+    n = int(sys.argv[1])
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    add_kernel[(triton.cdiv(n, 128),)](x, y, out, n, BLOCK=128)
+    {after}
+''')
+
+
+def write(tmp_path, mask="", after="", name="script.py"):
+    p = tmp_path / name
+    p.write_text(SCRIPT.format(mask=mask, after=after))
+    return str(p)
+
+
+def test_buggy_script_exits_1_and_writes_json(tmp_path, capsys):
+    script = write(tmp_path)
+    out = tmp_path / "findings.json"
+    assert main(["check", "--json", str(out), "--", "python", script, "1000"]) == 1
+    data = json.loads(out.read_text())
+    assert data["launches"] == 1
+    assert [k["name"] for k in data["kernels"]] == ["add_kernel"]
+    (f,) = data["findings"]
+    assert {k: f[k] for k in ("kind", "kernel", "line", "arg", "access", "program_ids", "count")} == {
+        "kind": "out_of_bounds", "kernel": "add_kernel", "line": 11, "arg": "y_ptr", "access": "load",
+        "program_ids": [[7]], "count": 24}
+    assert f["file"] == script
+    text = capsys.readouterr().out
+    assert "out_of_bounds: add_kernel" in text and "y_ptr[1000:1024]" in text
+    assert ">11" in text.replace(" ", "")  # the line is marked in the source context
+
+
+def test_clean_script_exits_0(tmp_path, capsys):
+    script = write(tmp_path, mask=", mask=offs < n", after="assert torch.allclose(out, x + y)")
+    assert main(["check", "--", "python", script, "1000"]) == 0
+    assert "no findings" in capsys.readouterr().out
+
+
+def test_script_that_raises_prints_traceback_and_exits_3(tmp_path, capsys):
+    script = write(tmp_path, mask=", mask=offs < n", after="raise ValueError('boom in the script')")
+    assert main(["check", "--", "python", script, "1000"]) == 3
+    err = capsys.readouterr().err
+    assert "ValueError: boom in the script" in err and "tritonkit/cli.py" not in err
+
+
+def test_stop_on_first(tmp_path):
+    script = write(tmp_path, after="add_kernel[(8,)](x, y, out, n, BLOCK=128)\nprint('SECOND LAUNCH RAN')")
+    out = tmp_path / "f.json"
+    assert main(["check", "--stop-on-first", "--json", str(out), "--", "python", script, "1000"]) == 1
+    data = json.loads(out.read_text())
+    assert data["launches"] == 1 and data["summary"]["aborted"]
+
+
+@pytest.mark.parametrize("setup,message", [
+    (lambda p: None, "no such script"),
+    (lambda p: p.write_bytes(b"\x7fELF\x00\x01"), "not a Python script"),
+    (lambda p: p.write_text("def broken(:\n"), "SyntaxError at line 1"),
+])
+def test_bad_scripts_exit_2_with_a_clear_message(tmp_path, capsys, setup, message):
+    p = tmp_path / "target.py"
+    setup(p)
+    assert main(["check", "--", "python", str(p)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    script = write(tmp_path)
+    assert main(["check", "--"]) == 2
+    assert main(["check", "--timeout", "0", "--", "python", script, "10"]) == 2
+    assert main(["check", "--json", str(tmp_path / "missing" / "x.json"), "--", "python", script, "10"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to run" in err and "--timeout" in err and "no directory" in err
+
+
+def test_json_is_not_half_written_when_the_directory_is_readonly(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root can write into a read-only directory")
+    script = write(tmp_path)
+    d = tmp_path / "ro"
+    d.mkdir()
+    (d / "f.json").write_text("previous")
+    d.chmod(0o500)
+    try:
+        assert main(["check", "--json", str(d / "f.json"), "--", "python", script, "100"]) == 2
+        assert (d / "f.json").read_text() == "previous"
+    finally:
+        d.chmod(0o700)
+
+
+def test_console_script_runs_a_module_in_a_subprocess(tmp_path):
+    pkg = tmp_path / "mykernels.py"
+    pkg.write_text(SCRIPT.format(mask="", after="").replace("int(sys.argv[1])", "300"))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    r = subprocess.run([sys.executable, "-m", "tritonkit", "check", "--", "python", "-m", "mykernels"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert "y_ptr[300:384]" in r.stdout
