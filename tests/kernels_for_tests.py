@@ -104,3 +104,25 @@ def line_of(marker: str) -> int:
             if m and m.group(1) == marker:
                 return i
     raise KeyError(marker)
+
+
+@triton.jit
+def desc_copy(in_desc, out_desc, BM: tl.constexpr, BN: tl.constexpr):
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    tile = in_desc.load([pm * BM, pn * BN])  # LINE: desc_copy.load
+    out_desc.store([pm * BM, pn * BN], tile)
+
+
+if hasattr(tl, "make_block_ptr") and "removed" not in (tl.make_block_ptr.__doc__ or ""):
+    @triton.jit
+    def block_ptr_copy(x_ptr, out_ptr, M, N, stride_m, M_DECLARED, BM: tl.constexpr, BN: tl.constexpr):
+        pm = tl.program_id(0)
+        src = tl.make_block_ptr(x_ptr, shape=(M_DECLARED, N), strides=(stride_m, 1), offsets=(pm * BM, 0),
+                                block_shape=(BM, BN), order=(1, 0))
+        dst = tl.make_block_ptr(out_ptr, shape=(M, N), strides=(N, 1), offsets=(pm * BM, 0),
+                                block_shape=(BM, BN), order=(1, 0))
+        tile = tl.load(src, boundary_check=(0, 1))  # LINE: block_ptr_copy.load
+        tl.store(dst, tile, boundary_check=(0, 1))
+else:
+    block_ptr_copy = None

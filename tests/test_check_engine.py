@@ -210,3 +210,37 @@ def test_gpu_tensors_are_copied_to_the_host_and_back():
     f = only(tritonkit.check_launch(unmasked_store, (1,), big[10:20], 1.5, B=16))
     assert f.elements == "out_ptr[10:16]"
     assert (big[10:20] == 1.5).all().item() and (big[20:] == 7.0).all().item()
+
+
+def test_tensor_descriptor_with_wrong_shape_is_reported():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from kernels_for_tests import desc_copy
+    M, N = 24, 16
+    x = torch.randn(M + 8, N)[:M]  # a view of the first 24 rows
+    out = torch.zeros(M + 8, N)
+    good_in = TensorDescriptor.from_tensor(x, [16, 16])
+    good_out = TensorDescriptor.from_tensor(out[:M], [16, 16])
+    s = tritonkit.check_launch(desc_copy, (2, 1), good_in, good_out, BM=16, BN=16)
+    assert s.findings == []
+    torch.testing.assert_close(out[:M], x)
+    # a descriptor that claims 32 rows of a 24-row tensor
+    bad_in = TensorDescriptor(x, [M + 8, N], list(x.stride()), [16, 16])
+    f = only(tritonkit.check_launch(desc_copy, (2, 1), bad_in, good_out, BM=16, BN=16))
+    assert (f.arg, f.access, f.reason, f.elements, f.program_ids) == (
+        "in_desc.base", "descriptor_load", "past_end", "in_desc.base[24:32, 0:16]", [[1, 0]])
+    assert f.line == line_of("desc_copy.load")
+
+
+def test_block_pointer_with_wrong_shape_is_reported():
+    from kernels_for_tests import block_ptr_copy
+    if block_ptr_copy is None:
+        pytest.skip("tl.make_block_ptr was removed in this Triton")
+    M, N = 20, 16
+    x = torch.randn(M, N)
+    out = torch.zeros(M, N)
+    s = tritonkit.check_launch(block_ptr_copy, (2,), x, out, M, N, N, M, BM=16, BN=16)
+    assert s.findings == []
+    torch.testing.assert_close(out, x)
+    f = only(tritonkit.check_launch(block_ptr_copy, (2,), x, out, M, N, N, 32, BM=16, BN=16))
+    assert (f.arg, f.access, f.reason, f.elements) == ("x_ptr", "block_ptr_load", "past_end", "x_ptr[20:32, 0:16]")

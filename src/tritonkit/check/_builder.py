@@ -23,7 +23,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._launch import Launch
 
 TensorHandle = _interp.TensorHandle
-np_dtype_of = _interp._get_np_dtype
+_NP_DTYPES: dict = {}
+
+
+def np_dtype_of(elem_ty) -> np.dtype:
+    """The numpy dtype the interpreter holds a Triton scalar type in (cached)."""
+    dt = _NP_DTYPES.get(elem_ty)
+    if dt is None:
+        dt = _NP_DTYPES[elem_ty] = np.dtype(_interp._get_np_dtype(elem_ty))
+    return dt
+
+
+def _mask_data(mask):
+    """A mask's bool array: a TensorHandle's data, or the raw array Triton 3.6 passes for block pointers."""
+    if mask is None:
+        return None
+    return mask.data if isinstance(mask, TensorHandle) else np.asarray(mask)
 
 
 def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -79,24 +94,29 @@ class CheckedBuilder(_interp.InterpreterBuilder):
 
     def create_masked_load(self, ptrs, mask, other, *rest, **kw):
         elem_ty = ptrs.get_element_ty()
-        dtype = np.dtype(np_dtype_of(elem_ty))
+        dtype = np_dtype_of(elem_ty)
         shape = ptrs.data.shape
         if other is None:
             out = np.zeros(shape, dtype=dtype)
+        elif other.data.shape == shape:
+            out = other.data.astype(dtype, copy=True)
         else:
             out = np.array(np.broadcast_to(other.data, shape), dtype=dtype)
-        res = self.launch.access(self._op or "load", "load", ptrs.data, None if mask is None else mask.data,
+        res = self.launch.access(self._op or "load", "load", ptrs.data, _mask_data(mask),
                                  dtype.itemsize, self._masked)
         self.launch.space.gather(res, dtype, out.reshape(-1))
         return TensorHandle(out, elem_ty)
 
     def create_masked_store(self, ptrs, value, mask, *rest, **kw):
         elem_ty = ptrs.get_element_ty()
-        dtype = np.dtype(np_dtype_of(elem_ty))
+        dtype = np_dtype_of(elem_ty)
         shape = ptrs.data.shape
-        res = self.launch.access(self._op or "store", "store", ptrs.data, None if mask is None else mask.data,
+        res = self.launch.access(self._op or "store", "store", ptrs.data, _mask_data(mask),
                                  dtype.itemsize, self._masked)
-        values = np.ascontiguousarray(np.broadcast_to(value.data, shape)).astype(dtype, copy=False).reshape(-1)
+        data = value.data
+        if data.shape != shape:
+            data = np.broadcast_to(data, shape)
+        values = np.ascontiguousarray(data, dtype=dtype).reshape(-1)
         self.launch.space.scatter(res, values)
 
     # --- descriptors and block pointers: label the access, reuse the masked paths ------------------
@@ -129,10 +149,10 @@ class CheckedBuilder(_interp.InterpreterBuilder):
     def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope, *rest):
         op = rmwOp.name if hasattr(rmwOp, "name") else str(rmwOp).rsplit(".", 1)[-1]
         elem_ty = ptr.get_element_ty()
-        dtype = np.dtype(np_dtype_of(elem_ty))
+        dtype = np_dtype_of(elem_ty)
         shape = ptr.data.shape
         res = self.launch.access(f"atomic_{op.lower()}", "atomic", ptr.data,
-                                 None if mask is None else mask.data, dtype.itemsize, True)
+                                 _mask_data(mask), dtype.itemsize, True)
         vals = np.ascontiguousarray(np.broadcast_to(val.data, shape)).astype(dtype, copy=False).reshape(-1)
         vals = vals[res.lanes]
         olds = self.launch.space.read_modify_write(res, dtype, _rmw_fn(op, elem_ty, vals))
@@ -142,7 +162,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
 
     def create_atomic_cas(self, ptr, cmp, val, sem, scope, *rest):
         elem_ty = ptr.get_element_ty()
-        dtype = np.dtype(np_dtype_of(elem_ty))
+        dtype = np_dtype_of(elem_ty)
         shape = ptr.data.shape
         res = self.launch.access("atomic_cas", "atomic", ptr.data, None, dtype.itemsize, True)
         cmps = np.ascontiguousarray(np.broadcast_to(cmp.data, shape)).astype(dtype, copy=False).reshape(-1)
@@ -158,6 +178,6 @@ class CheckedBuilder(_interp.InterpreterBuilder):
     def create_inline_asm(self, *args, **kw):
         raise NotImplementedError("inline assembly (tl.inline_asm_elementwise)")
 
-    def create_extern_elementwise(self, *args, **kw):
-        raise NotImplementedError("an extern elementwise function (libdevice / tl.extern_elementwise)")
+    def create_extern_elementwise(self, libName, libPath, symbol, *args, **kw):
+        raise NotImplementedError(f"the extern elementwise function {symbol} (libdevice / tl.extern_elementwise)")
 

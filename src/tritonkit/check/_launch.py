@@ -153,13 +153,13 @@ class Launch:
         """Resolve and check one memory operation; returns the lanes to perform (``res.ok``)."""
         res = self.space.resolve(addrs, mask)
         self.record.accesses += 1
-        self.record.lanes += res.off.shape[0]
+        self.record.lanes += res.n
         if self.checks:
-            acc = Access(op=op, kind=kind, size=size, masked=masked, shape=tuple(np.shape(addrs)))
+            acc = Access(op=op, kind=kind, size=size, masked=masked, shape=addrs.shape)
             for check in self.checks:
                 check.on_access(self, acc, res)
         if not self.session.bounds_enforced:
-            res.ok &= self.space.in_storage(res, size)
+            res.keep(self.space.in_storage(res, size))
         return res
 
     def report(self, v: Violation) -> None:
@@ -274,6 +274,13 @@ def bind_arguments(pyfn, args, kwargs):
     return dict(bound.arguments), constexprs
 
 
+def _tensor_index(self) -> int:
+    data = np.asarray(self.handle.data)
+    if data.size != 1:
+        raise TypeError(f"only a scalar can be used as an index, not a block of shape {data.shape}")
+    return int(data.reshape(-1)[0])
+
+
 class _Patched:
     """Triton's language patched for interpretation, with ``builder`` underneath, for a block."""
 
@@ -289,6 +296,8 @@ class _Patched:
                 _interp._patch_builtin(lang.math, self.builder, scope)
             _interp._patch_lang_tensor(lang.tensor, scope)
             _interp._patch_lang_core(lang, scope)
+            # Triton < 3.7 converts with int(array of shape (1,)), which NumPy >= 2.4 refuses
+            scope.set_attr(lang.tensor, "__index__", _tensor_index)
         _interp._patch_builtin(tl.core.tensor_descriptor_base, self.builder, scope)
         self.scope = scope
         sem = _interp.interpreter_semantic

@@ -27,6 +27,9 @@ _SLOT_HALF = 1 << (SLOT_SHIFT - 1)
 _MAX_MASK_ELEMENTS = 1 << 26  # element masks for odd (overlapping) views up to 64 Mi elements
 
 
+_SHIFT_OF = {2: 1, 4: 2, 8: 3, 16: 4}
+
+
 def slot_base(slot: int) -> int:
     """Virtual address of byte 0 of the storage mapped in ``slot`` (slots start at 1)."""
     return (slot << SLOT_SHIFT) + _SLOT_HALF
@@ -194,22 +197,56 @@ class Region:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "strides": list(self.strides)}
 
 
-@dataclasses.dataclass
 class Resolved:
     """Addresses of the active lanes of one access, resolved against the address space.
 
     Attributes:
+        n: number of active lanes.
         lanes: flat indices (into the access's block) of the active lanes.
         slot: int64 slot of each active lane (0 or past the last region: no argument).
         off: int64 byte offset of each active lane from byte 0 of its slot's storage.
-        ok: bool, whether the lane may be performed (set by the checks).
+        ok: bool per active lane, whether it may be performed (the checks clear lanes).
+        single_slot: the slot every lane is in, or -1 if they differ.
+        lo, hi: the smallest and largest ``off`` (only meaningful when ``single_slot >= 0``).
+        aligned: every lane's ``off`` is a multiple of the access size (set by a check).
     """
 
-    lanes: np.ndarray
-    slot: np.ndarray
-    off: np.ndarray
-    ok: np.ndarray
-    single_slot: int  # the slot all lanes share, or -1
+    __slots__ = ("n", "_lanes", "_slot", "off", "_ok", "single_slot", "lo", "hi", "aligned")
+
+    def __init__(self, lanes, slot, off, single_slot: int, lo: int = 0, hi: int = 0):
+        self.n = off.shape[0]
+        self._lanes = lanes  # None: all lanes of the block, in order
+        self._slot = slot  # None: all in single_slot
+        self.off = off
+        self._ok = None  # None: all ok
+        self.single_slot = single_slot
+        self.lo, self.hi = lo, hi
+        self.aligned = False
+
+    @property
+    def all_lanes(self) -> bool:
+        return self._lanes is None
+
+    @property
+    def lanes(self) -> np.ndarray:
+        return np.arange(self.n) if self._lanes is None else self._lanes
+
+    @property
+    def slot(self) -> np.ndarray:
+        return np.full(self.n, self.single_slot, dtype=np.int64) if self._slot is None else self._slot
+
+    @property
+    def ok(self) -> np.ndarray:
+        return np.ones(self.n, dtype=bool) if self._ok is None else self._ok
+
+    @property
+    def all_ok(self) -> bool:
+        return self._ok is None or bool(self._ok.all())
+
+    def keep(self, keep: Optional[np.ndarray]) -> None:
+        """Clear the lanes where ``keep`` is False (None keeps all)."""
+        if keep is not None:
+            self._ok = keep if self._ok is None else (self._ok & keep)
 
 
 class AddressSpace:
@@ -237,108 +274,130 @@ class AddressSpace:
             addrs: uint64 virtual addresses, any shape.
             mask: bool of the same shape (or broadcastable), or None for all lanes.
         """
-        flat = np.ascontiguousarray(addrs, dtype=np.uint64).reshape(-1)
-        if mask is None:
-            lanes = np.arange(flat.shape[0])
-            act = flat
-        else:
-            m = np.broadcast_to(np.asarray(mask, dtype=bool), addrs.shape).reshape(-1)
-            if m.all():
-                lanes = np.arange(flat.shape[0])
-                act = flat
-            else:
+        flat = addrs.reshape(-1) if addrs.dtype == np.uint64 else np.asarray(addrs, dtype=np.uint64).reshape(-1)
+        lanes = None
+        act = flat
+        if mask is not None:
+            m = mask if mask.shape == addrs.shape else np.broadcast_to(mask, addrs.shape)
+            m = m.reshape(-1)
+            if not m.all():
                 lanes = np.flatnonzero(m)
                 act = flat[lanes]
+        if act.shape[0] == 0:
+            return Resolved(lanes, None, np.zeros(0, dtype=np.int64), 0)
+        s0 = int(act[0]) >> SLOT_SHIFT
+        rel = (act - np.uint64(s0 << SLOT_SHIFT)).view(np.int64)
+        lo, hi = int(rel.min()), int(rel.max())
+        if lo >= 0 and hi < (1 << SLOT_SHIFT):  # one slot: the common case
+            return Resolved(lanes, None, rel - _SLOT_HALF, s0, lo - _SLOT_HALF, hi - _SLOT_HALF)
         slot = (act >> np.uint64(SLOT_SHIFT)).astype(np.int64)
-        if act.shape[0] and slot.min() == slot.max():
-            single = int(slot[0])
-            off = (act - np.uint64(slot_base(single))).view(np.int64)
-        else:
-            single = -1
-            off = (act - ((slot.astype(np.uint64) << np.uint64(SLOT_SHIFT)) + np.uint64(_SLOT_HALF))).view(np.int64)
-        return Resolved(lanes=lanes, slot=slot, off=off, ok=np.ones(act.shape[0], dtype=bool), single_slot=single)
+        off = (act - ((slot.astype(np.uint64) << np.uint64(SLOT_SHIFT)) + np.uint64(_SLOT_HALF))).view(np.int64)
+        return Resolved(lanes, slot, off, -1)
 
-    def in_storage(self, res: Resolved, size: int) -> np.ndarray:
-        """Lanes whose ``size`` bytes lie inside their slot's storage (the bare safety condition)."""
+    def in_storage(self, res: Resolved, size: int) -> Optional[np.ndarray]:
+        """Lanes whose ``size`` bytes lie inside their slot's storage (the bare safety condition).
+
+        Returns None when every lane does.
+        """
         if res.single_slot >= 0:
             region = self.region(res.single_slot)
             if region is None:
-                return np.zeros(res.off.shape, dtype=bool)
+                return np.zeros(res.n, dtype=bool)
+            if res.lo >= 0 and res.hi + size <= region.storage.nbytes:
+                return None
             return (res.off >= 0) & (res.off + size <= region.storage.nbytes)
         nbytes = np.zeros(len(self.regions) + 2, dtype=np.int64)
         nbytes[1:len(self.regions) + 1] = [r.storage.nbytes for r in self.regions]
         slot = np.clip(res.slot, 0, len(self.regions) + 1)
         return (res.off >= 0) & (res.off + size <= nbytes[slot]) & (res.slot == slot)
 
-    def in_view(self, res: Resolved, size: int) -> np.ndarray:
-        """Lanes inside the view of their own argument or of another argument on the same storage."""
+    def in_view(self, res: Resolved, size: int) -> Optional[np.ndarray]:
+        """Lanes inside the view of their own argument or of another argument on the same storage.
+
+        Returns None when every lane is.
+        """
         if res.single_slot >= 0:
             region = self.region(res.single_slot)
             if region is None:
-                return np.zeros(res.off.shape, dtype=bool)
-            ok = region.layout.valid(res.off, size)
+                return np.zeros(res.n, dtype=bool)
+            layout = region.layout
+            if layout.dense and res._slot is None and res.lo >= layout.start and res.hi + size <= layout.end \
+                    and res.n:
+                return None
+            ok = layout.valid(res.off, size)
             if not ok.all():
                 for other in self.regions:
                     if other is not region and other.storage is region.storage:
                         bad = ~ok
                         ok[bad] = other.layout.valid(res.off[bad], size)
             return ok
-        ok = np.zeros(res.off.shape, dtype=bool)
+        ok = np.zeros(res.n, dtype=bool)
         for slot in np.unique(res.slot):
-            region = self.region(int(slot))
-            if region is None:
+            if self.region(int(slot)) is None:
                 continue
             sel = res.slot == slot
-            sub = Resolved(res.lanes[sel], res.slot[sel], res.off[sel], res.ok[sel], int(slot))
-            ok[sel] = self.in_view(sub, size)
+            off = res.off[sel]
+            sub = Resolved(None, None, off, int(slot), int(off.min()), int(off.max()))
+            sub_ok = self.in_view(sub, size)
+            ok[sel] = True if sub_ok is None else sub_ok
         return ok
 
     # --- moving bytes (lanes already filtered by ``res.ok``) ---------------------------------------
     def _groups(self, res: Resolved):
-        """Yield (region, selector into res arrays) for the lanes allowed by ``res.ok``."""
+        """Yield (region, selector into res arrays or None for all) for the lanes allowed by ``res.ok``."""
         if res.single_slot >= 0:
             region = self.region(res.single_slot)
-            if region is not None and res.ok.any():
-                yield region, (slice(None) if res.ok.all() else res.ok)
+            if region is None or res.n == 0:
+                return
+            if res._ok is None:
+                yield region, None
+            elif res._ok.any():
+                yield region, res._ok
             return
-        for slot in np.unique(res.slot[res.ok]):
+        ok = res.ok
+        for slot in np.unique(res.slot[ok]):
             region = self.region(int(slot))
             if region is not None:
-                yield region, res.ok & (res.slot == slot)
+                yield region, ok & (res.slot == slot)
 
     @staticmethod
-    def _index(region: Region, off: np.ndarray, dtype: np.dtype):
-        size = np.dtype(dtype).itemsize
-        if size == 1 or not (off % size).any():
-            return region.storage.typed(dtype), off // size
+    def _index(region: Region, off: np.ndarray, dtype: np.dtype, aligned: bool):
+        size = dtype.itemsize
+        if size == 1:
+            return region.storage.typed(dtype), off
+        if aligned or not (off & (size - 1)).any():
+            return region.storage.typed(dtype), off >> _SHIFT_OF[size]
         return None, None
 
     def gather(self, res: Resolved, dtype: np.dtype, out_flat: np.ndarray) -> None:
         """Read the allowed lanes into ``out_flat`` (a flat array of ``dtype`` over the block)."""
         for region, sel in self._groups(res):
-            off = res.off[sel]
-            lanes = res.lanes[sel]
-            typed, idx = self._index(region, off, dtype)
+            off = res.off if sel is None else res.off[sel]
+            typed, idx = self._index(region, off, dtype, res.aligned)
             if typed is not None:
-                out_flat[lanes] = typed[idx]
+                if sel is None and res.all_lanes:
+                    out_flat[:] = typed[idx]
+                else:
+                    out_flat[res.lanes if sel is None else res.lanes[sel]] = typed[idx]
             else:  # misaligned lanes (allowed only when checks are off): byte by byte
-                size = np.dtype(dtype).itemsize
+                size = dtype.itemsize
                 raw = region.storage.buf[off[:, None] + np.arange(size)[None, :]]
-                out_flat[lanes] = raw.copy().view(dtype).reshape(-1)
+                out_flat[res.lanes if sel is None else res.lanes[sel]] = raw.copy().view(dtype).reshape(-1)
 
     def scatter(self, res: Resolved, values_flat: np.ndarray) -> None:
         """Write ``values_flat[lane]`` for the allowed lanes (later lanes win on duplicates)."""
         dtype = values_flat.dtype
         for region, sel in self._groups(res):
-            off = res.off[sel]
-            lanes = res.lanes[sel]
+            off = res.off if sel is None else res.off[sel]
             region.storage.written = True
-            typed, idx = self._index(region, off, dtype)
+            vals = values_flat if (sel is None and res.all_lanes) else \
+                values_flat[res.lanes if sel is None else res.lanes[sel]]
+            typed, idx = self._index(region, off, dtype, res.aligned)
             if typed is not None:
-                typed[idx] = values_flat[lanes]
+                typed[idx] = vals
             else:
                 size = dtype.itemsize
-                raw = np.ascontiguousarray(values_flat[lanes]).view(np.uint8).reshape(-1, size)
+                raw = np.ascontiguousarray(vals).view(np.uint8).reshape(-1, size)
                 region.storage.buf[off[:, None] + np.arange(size)[None, :]] = raw
 
     def read_modify_write(self, res: Resolved, dtype: np.dtype, fn) -> np.ndarray:
@@ -351,10 +410,10 @@ class AddressSpace:
             the old value of every active lane (``dtype``, zeros where a lane was not allowed),
             in ``res.lanes`` order.
         """
-        olds = np.zeros(res.off.shape[0], dtype=dtype)
+        olds = np.zeros(res.n, dtype=dtype)
         for region, sel in self._groups(res):
-            pos = np.arange(res.off.shape[0])[sel]
-            typed, idx = self._index(region, res.off[pos], dtype)
+            pos = np.arange(res.n) if sel is None else np.flatnonzero(sel)
+            typed, idx = self._index(region, res.off[pos], dtype, res.aligned)
             if typed is None:
                 continue  # misaligned atomics are dropped (the bounds check reports them)
             region.storage.written = True

@@ -7,7 +7,9 @@ Patched (and restored when the session ends):
 * ``JITFunction.__call__`` and ``InterpretedFunction.__call__``: a ``@triton.jit`` device function
   called from a kernel body runs as interpreted Python (its lines are placed in findings too);
 * ``Autotuner.run``: the kernel is checked under every config once per distinct key, instead of
-  being benchmarked (which needs a GPU).
+  being benchmarked (which needs a GPU);
+* the bodiless ``triton.language.extra.libdevice`` stubs raise ``NotImplementedError`` naming the
+  function, so a call is reported as ``unsupported`` on its own line.
 
 ``Heuristics.run`` needs nothing: it computes its values and calls the patched ``run``.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import types
 from typing import Dict, List, Optional
 
 from triton.runtime import autotuner as _autotuner
@@ -109,9 +112,9 @@ def _checked_autotune(self, *args, **kwargs):
         key = tuple(key)
         configs = self.prune_configs(kwargs) if len(self.configs) > 1 else list(self.configs)
         chosen = configs[0]
-        seen = self.__dict__.setdefault("_tritonkit_checked_keys", set())
-        if key not in seen and len(configs) > 1:
-            seen.add(key)
+        seen = _session().autotuned_keys
+        if (id(self), key) not in seen and len(configs) > 1:
+            seen[(id(self), key)] = self  # keeps self alive, so its id is not reused in this session
             tensors = _tensors(all_args.values())
             for config in configs[1:]:
                 snap = _Snapshot(tensors)
@@ -133,6 +136,25 @@ def _checked_autotune(self, *args, **kwargs):
         self.nargs = None
 
 
+def _libdevice_stubs():
+    """The functions of ``triton.language.extra.libdevice``: bodiless stubs the compiler swaps for the
+    backend's libdevice, which the interpreter would run as ``...`` and so return None."""
+    try:
+        from triton.language.extra import libdevice
+    except ImportError:  # pragma: no cover
+        return []
+    return [fn for fn in vars(libdevice).values()
+            if isinstance(fn, types.FunctionType) and fn.__module__ == libdevice.__name__]
+
+
+def _raising_code(name: str):
+    src = (f"def {name}(*args, **kwargs):\n"
+           f"    raise NotImplementedError('libdevice.{name} (the interpreter has no libdevice)')\n")
+    ns: dict = {}
+    exec(compile(src, "<tritonkit libdevice stub>", "exec"), ns)
+    return ns[name].__code__
+
+
 def _set(obj, name, value) -> None:
     _saved.append((obj, name, obj.__dict__.get(name, None), name in obj.__dict__))
     setattr(obj, name, value)
@@ -147,6 +169,10 @@ def install() -> None:
     _set(_interp.InterpretedFunction, "run", _checked_run)
     _set(_interp.InterpretedFunction, "__call__", _checked_call)
     _set(_autotuner.Autotuner, "run", _checked_autotune)
+    # a libdevice call is an `unsupported` finding on its own line, not a None that fails later
+    for fn in _libdevice_stubs():
+        _saved.append((fn, "__code__", fn.__code__, True))
+        fn.__code__ = _raising_code(fn.__name__)
 
 
 def uninstall() -> None:

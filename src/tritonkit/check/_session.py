@@ -54,6 +54,8 @@ class CheckSession:
         self._log = FindingLog()
         self._kernels: Dict[str, KernelSummary] = {}
         self.aborted: Optional[str] = None
+        # (id(autotuner), key) -> autotuner: keys already checked under every config in this session
+        self.autotuned_keys: Dict[tuple, object] = {}
 
     # --- results ----------------------------------------------------------------------------------
     @property

@@ -89,7 +89,9 @@ class Finding:
         elements: the offending elements in the tensor's own coordinates, e.g. ``"x[1000:1024]"``.
         element_indices: the first few offending element indices.
         num_elements: how many distinct elements (capped at 65,536 for the description).
-        reason: ``past_end``, ``before_start``, ``outside_view``, ``misaligned`` or ``no_argument``.
+        reason: ``past_end``, ``before_start``, ``outside_view``, ``misaligned`` or ``no_argument``:
+            the reason of most offending lanes.
+        reasons: offending lanes per reason, when the lanes of one line had several.
         configs: the autotune configs under which it occurred (empty when not autotuned).
         occurrences: how many (program, access) events were folded in.
         launches: how many launches it occurred in.
@@ -115,6 +117,7 @@ class Finding:
     element_indices: List[List[int]] = dataclasses.field(default_factory=list)
     num_elements: int = 0
     reason: str = ""
+    reasons: Dict[str, int] = dataclasses.field(default_factory=dict)
     configs: List[str] = dataclasses.field(default_factory=list)
     occurrences: int = 0
     launches: int = 0
@@ -148,9 +151,12 @@ class _Fold:
         self.launch_ids: Dict[int, None] = {}
         self.addresses: List[int] = []
         self.messages: Dict[str, None] = {}
+        self.reasons: Dict[str, int] = {}
 
     def add(self, v: Violation, launch_id: int) -> None:
         self.count += v.lanes
+        if v.reason:
+            self.reasons[v.reason] = self.reasons.get(v.reason, 0) + v.lanes
         self.occurrences += 1
         self.programs.setdefault(tuple(v.program_id[: max(1, self.ndim_grid)]), None)
         if v.config is not None:
@@ -183,7 +189,8 @@ class _Fold:
             elements=describe_elements(name, elems, self.elements_capped) if name else
             ", ".join(hex(a) for a in self.addresses),
             element_indices=[list(e) for e in elems[:_SHOWN_INDICES]], num_elements=len(elems),
-            reason=v.reason, configs=list(self.configs), occurrences=self.occurrences,
+            reason=max(self.reasons, key=self.reasons.get) if self.reasons else v.reason,
+            reasons=dict(self.reasons), configs=list(self.configs), occurrences=self.occurrences,
             launches=len(self.launch_ids),
             call_stack=[dataclasses.asdict(fr) for fr in reversed(v.frames)],
         )
@@ -239,7 +246,11 @@ def _message(f: Finding) -> str:
         where = _REASON_TEXT.get(f.reason, "outside")
         target = f" `{f.arg}`" if f.arg and f.reason != "no_argument" else ""
         progs = f"{f.num_programs} program" + ("s" if f.num_programs != 1 else "")
-        return f"{f.access} {where}{target}: {f.count} lane" + ("s" if f.count != 1 else "") + f" in {progs}"
+        msg = f"{f.access} {where}{target}: {f.count} lane" + ("s" if f.count != 1 else "") + f" in {progs}"
+        if len(f.reasons) > 1:
+            msg += " (" + ", ".join(f"{n} {_REASON_TEXT.get(r, r).replace(' of', '').replace(' in', '')}"
+                                    for r, n in sorted(f.reasons.items(), key=lambda kv: -kv[1])) + ")"
+        return msg
     return f.kind
 
 

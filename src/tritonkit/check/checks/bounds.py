@@ -20,16 +20,21 @@ class BoundsCheck(Check):
     kind = "out_of_bounds"
 
     def on_access(self, launch, access: Access, res) -> None:
-        if res.off.shape[0] == 0:
+        if res.n == 0:
             return
         space = launch.space
         ok = space.in_view(res, access.size)
-        if access.size > 1:
-            ok &= (res.off % access.size) == 0
-        if ok.all():
+        size = access.size
+        if size > 1:
+            misaligned = (res.off & (size - 1)) != 0
+            if misaligned.any():
+                ok = ~misaligned if ok is None else ok & ~misaligned
+            else:
+                res.aligned = True
+        if ok is None or ok.all():
             return
         bad = ~ok
-        res.ok &= ok
+        res.keep(ok)
         slots = res.slot[bad]
         offs = res.off[bad]
         for slot in np.unique(slots):
@@ -46,7 +51,7 @@ class BoundsCheck(Check):
             reason = np.full(off.shape, "outside_view", dtype=object)
             reason[off >= layout.end] = "past_end"
             reason[off < layout.start] = "before_start"
-            misaligned = (off % access.size) != 0 if access.size > 1 else np.zeros(off.shape, bool)
+            misaligned = (off & (size - 1)) != 0 if size > 1 else np.zeros(off.shape, bool)
             reason[misaligned & (off >= layout.start) & (off < layout.end)] = "misaligned"
             for why in ("past_end", "before_start", "outside_view", "misaligned"):
                 part = reason == why
