@@ -112,7 +112,7 @@ def test_json_is_not_half_written_when_the_directory_is_readonly(tmp_path):
 def test_console_script_runs_a_module_in_a_subprocess(tmp_path):
     pkg = tmp_path / "mykernels.py"
     pkg.write_text(SCRIPT.format(mask="", after="").replace("int(sys.argv[1])", "300"))
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     r = subprocess.run([sys.executable, "-m", "tritonkit", "check", "--", "python", "-m", "mykernels"],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert r.returncode == 1, r.stderr

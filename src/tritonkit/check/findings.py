@@ -267,7 +267,8 @@ def _hint(f: Finding) -> str:
         if f.reason == "before_start":
             return "negative offsets: check the index arithmetic (pid/offset minus something) or mask i >= 0"
         if not f.masked:
-            return f"this {f.access} has no mask: add mask=offsets < n (and other= for loads) to it"
+            extra = " (and other= for the value of masked-off lanes)" if "load" in f.access else ""
+            return f"this {f.access} has no mask: add mask=offsets < n{extra} to it"
         return ("the mask lets these lanes through: check its bound (< vs <=, the tail of the last block, "
                 "the right size for this dimension)")
     if f.kind == "unsupported":
