@@ -244,3 +244,20 @@ def test_block_pointer_with_wrong_shape_is_reported():
     torch.testing.assert_close(out, x)
     f = only(tritonkit.check_launch(block_ptr_copy, (2,), x, out, M, N, N, 32, BM=16, BN=16))
     assert (f.arg, f.access, f.reason, f.elements) == ("x_ptr", "block_ptr_load", "past_end", "x_ptr[20:32, 0:16]")
+
+
+def test_a_failure_inside_tritonkit_is_an_internal_error_not_a_finding(monkeypatch):
+    from tritonkit.check._launch import InternalError
+    from tritonkit.check._memory import Layout
+
+    monkeypatch.setattr(Layout, "valid", None)  # a TypeError raised inside tritonkit's own code
+    with pytest.raises(InternalError, match="not callable"):
+        with checking() as s:
+            unmasked_store[(1,)](torch.zeros(16), 1.0, B=32)  # past the end: the layout is consulted
+    assert s.findings == []
+
+
+def test_sparse_tensor_argument_is_a_usage_error():
+    with pytest.raises(UsageError, match="dense"):
+        with checking():
+            unmasked_store[(1,)](torch.zeros(16).to_sparse(), 1.0, B=16)

@@ -109,6 +109,7 @@ def _cmd_check(args) -> int:
     # (and kernels defined before) are checked through the patched run paths.
     os.environ["TRITON_INTERPRET"] = "1"
     from .check import CheckAborted, UsageError, checking
+    from .check._launch import InternalError
     from .check.findings import write_json
     from .report import print_report
 
@@ -128,6 +129,10 @@ def _cmd_check(args) -> int:
                 runpy.run_path(what, run_name="__main__")
             else:
                 runpy.run_module(what, run_name="__main__", alter_sys=True)
+    except InternalError:
+        traceback.print_exc()
+        print("tritonkit: internal error (the traceback above); please report it", file=sys.stderr)
+        return EXIT_USAGE
     except CheckAborted:
         pass
     except SystemExit as e:

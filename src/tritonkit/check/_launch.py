@@ -49,6 +49,10 @@ class UsageError(Exception):
     """A launch that cannot be checked as given (missing argument, bad grid, ...)."""
 
 
+class InternalError(CheckAborted):
+    """tritonkit itself failed while running a launch (a bug to report), not the kernel."""
+
+
 class _LaunchTimeout(BaseException):
     pass
 
@@ -202,8 +206,9 @@ class _ArgMapper:
 
     def pointer(self, name: str, arg) -> tl.tensor:
         t = arg.base if isinstance(arg, triton.runtime.jit.TensorWrapper) else arg
-        if t.is_sparse if hasattr(t, "is_sparse") else False:
-            raise UsageError(f"argument '{name}' is a sparse tensor: Triton kernels take dense tensors")
+        if t.layout != torch.strided:
+            raise UsageError(f"argument '{name}' is a {t.layout} tensor: Triton kernels take dense (strided) "
+                             "tensors; pass .to_dense()")
         hs = self.storage(t)
         itemsize = t.element_size()
         region = self.space.add(name, hs, t.storage_offset() * itemsize, itemsize, tuple(t.shape), tuple(t.stride()),
@@ -241,7 +246,7 @@ class _ArgMapper:
 
 
 def _normalize_grid(grid, kernel: str) -> Tuple[Tuple[int, int, int], int]:
-    if isinstance(grid, int) or hasattr(grid, "__index__") and not isinstance(grid, (tuple, list)):
+    if not isinstance(grid, (tuple, list)):
         grid = (grid,)
     try:
         dims = tuple(int(g) for g in grid)
@@ -318,16 +323,14 @@ def _kernel_failure(session, launch: Launch, exc: BaseException) -> None:
     tb = exc.__traceback__
     frames = _traceback_frames(tb)
     inner_file = os.path.abspath(_innermost_file(tb))
-    if not frames and inner_file.startswith(_TRITONKIT_DIR):
-        raise exc
     if isinstance(exc, NotImplementedError):
         kind = "unsupported"
         msg = f"cannot run on the CPU: {exc}" if str(exc) else f"cannot run on the CPU: {type(exc).__name__}"
+    elif inner_file.startswith(_TRITONKIT_DIR + os.sep):
+        raise InternalError(f"tritonkit failed while running kernel {launch.kernel}: {exc!r}") from exc
     else:
         kind = "kernel_error"
         msg = f"{type(exc).__name__}: {exc}"
-        if inner_file.startswith(_TRITONKIT_DIR):
-            msg += " (raised inside tritonkit: please report it)"
     launch.report(Violation(kind=kind, kernel=launch.kernel, frames=frames, program_id=launch.program_id(),
                             access="", masked=False, lanes=0, message=msg))
 
