@@ -89,6 +89,13 @@ def _print_script_traceback(exc: BaseException) -> None:
     sys.stderr.write("".join(te.format()))
 
 
+def _internal_error() -> int:
+    """Report a failure of tritonkit itself (the exception being handled); returns the exit status."""
+    traceback.print_exc()
+    print("tritonkit: internal error (the traceback above); please report it", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def _cmd_check(args) -> int:
     from rich.console import Console
 
@@ -130,9 +137,7 @@ def _cmd_check(args) -> int:
             else:
                 runpy.run_module(what, run_name="__main__", alter_sys=True)
     except InternalError:
-        traceback.print_exc()
-        print("tritonkit: internal error (the traceback above); please report it", file=sys.stderr)
-        return EXIT_USAGE
+        return _internal_error()
     except CheckAborted:
         pass
     except SystemExit as e:
@@ -189,7 +194,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "check":
             return _cmd_check(args)
     except Exception:  # a failure of tritonkit itself
-        traceback.print_exc()
-        print("tritonkit: internal error (the traceback above); please report it", file=sys.stderr)
-        return EXIT_USAGE
+        return _internal_error()
     return EXIT_USAGE

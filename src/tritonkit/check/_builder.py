@@ -41,6 +41,13 @@ def _mask_data(mask):
     return mask.data if isinstance(mask, TensorHandle) else np.asarray(mask)
 
 
+def _flat(data: np.ndarray, shape, dtype: np.dtype) -> np.ndarray:
+    """``data`` broadcast to the block ``shape``, as a contiguous flat array of ``dtype``."""
+    if data.shape != shape:
+        data = np.broadcast_to(data, shape)
+    return np.ascontiguousarray(data, dtype=dtype).reshape(-1)
+
+
 def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
@@ -113,11 +120,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         shape = ptrs.data.shape
         res = self.launch.access(self._op or "store", "store", ptrs.data, _mask_data(mask),
                                  dtype.itemsize, self._masked)
-        data = value.data
-        if data.shape != shape:
-            data = np.broadcast_to(data, shape)
-        values = np.ascontiguousarray(data, dtype=dtype).reshape(-1)
-        self.launch.space.scatter(res, values)
+        self.launch.space.scatter(res, _flat(value.data, shape, dtype))
 
     # --- descriptors and block pointers: label the access, reuse the masked paths ------------------
     def _labelled(self, op, fn, *args, **kw):
@@ -153,8 +156,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         shape = ptr.data.shape
         res = self.launch.access(f"atomic_{op.lower()}", "atomic", ptr.data,
                                  _mask_data(mask), dtype.itemsize, True)
-        vals = np.ascontiguousarray(np.broadcast_to(val.data, shape)).astype(dtype, copy=False).reshape(-1)
-        vals = vals[res.lanes]
+        vals = _flat(val.data, shape, dtype)[res.lanes]
         olds = self.launch.space.read_modify_write(res, dtype, _rmw_fn(op, elem_ty, vals))
         out = np.zeros(shape, dtype=dtype)
         out.reshape(-1)[res.lanes] = olds
@@ -165,9 +167,8 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         dtype = np_dtype_of(elem_ty)
         shape = ptr.data.shape
         res = self.launch.access("atomic_cas", "atomic", ptr.data, None, dtype.itemsize, True)
-        cmps = np.ascontiguousarray(np.broadcast_to(cmp.data, shape)).astype(dtype, copy=False).reshape(-1)
-        vals = np.ascontiguousarray(np.broadcast_to(val.data, shape)).astype(dtype, copy=False).reshape(-1)
-        cmps, vals = cmps[res.lanes], vals[res.lanes]
+        cmps = _flat(cmp.data, shape, dtype)[res.lanes]
+        vals = _flat(val.data, shape, dtype)[res.lanes]
         olds = self.launch.space.read_modify_write(
             res, dtype, lambda old, pos: np.where(old == cmps[pos], vals[pos], old).astype(dtype))
         out = np.zeros(shape, dtype=dtype)

@@ -239,10 +239,6 @@ class Resolved:
     def ok(self) -> np.ndarray:
         return np.ones(self.n, dtype=bool) if self._ok is None else self._ok
 
-    @property
-    def all_ok(self) -> bool:
-        return self._ok is None or bool(self._ok.all())
-
     def keep(self, keep: Optional[np.ndarray]) -> None:
         """Clear the lanes where ``keep`` is False (None keeps all)."""
         if keep is not None:
@@ -321,8 +317,7 @@ class AddressSpace:
             if region is None:
                 return np.zeros(res.n, dtype=bool)
             layout = region.layout
-            if layout.dense and res._slot is None and res.lo >= layout.start and res.hi + size <= layout.end \
-                    and res.n:
+            if layout.dense and res.n and res.lo >= layout.start and res.hi + size <= layout.end:
                 return None
             ok = layout.valid(res.off, size)
             if not ok.all():
@@ -361,6 +356,11 @@ class AddressSpace:
                 yield region, ok & (res.slot == slot)
 
     @staticmethod
+    def _lanes(res: Resolved, sel) -> np.ndarray:
+        """Block lane indices of the lanes ``sel`` picks (None: all of ``res``)."""
+        return res.lanes if sel is None else res.lanes[sel]
+
+    @staticmethod
     def _index(region: Region, off: np.ndarray, dtype: np.dtype, aligned: bool):
         size = dtype.itemsize
         if size == 1:
@@ -378,11 +378,11 @@ class AddressSpace:
                 if sel is None and res.all_lanes:
                     out_flat[:] = typed[idx]
                 else:
-                    out_flat[res.lanes if sel is None else res.lanes[sel]] = typed[idx]
+                    out_flat[self._lanes(res, sel)] = typed[idx]
             else:  # misaligned lanes (allowed only when checks are off): byte by byte
                 size = dtype.itemsize
                 raw = region.storage.buf[off[:, None] + np.arange(size)[None, :]]
-                out_flat[res.lanes if sel is None else res.lanes[sel]] = raw.copy().view(dtype).reshape(-1)
+                out_flat[self._lanes(res, sel)] = raw.copy().view(dtype).reshape(-1)
 
     def scatter(self, res: Resolved, values_flat: np.ndarray) -> None:
         """Write ``values_flat[lane]`` for the allowed lanes (later lanes win on duplicates)."""
@@ -390,8 +390,7 @@ class AddressSpace:
         for region, sel in self._groups(res):
             off = res.off if sel is None else res.off[sel]
             region.storage.written = True
-            vals = values_flat if (sel is None and res.all_lanes) else \
-                values_flat[res.lanes if sel is None else res.lanes[sel]]
+            vals = values_flat if (sel is None and res.all_lanes) else values_flat[self._lanes(res, sel)]
             typed, idx = self._index(region, off, dtype, res.aligned)
             if typed is not None:
                 typed[idx] = vals
