@@ -6,7 +6,9 @@ Each program computes one ``BLOCK_M x BLOCK_N`` tile of ``c``, looping over ``K`
 ``@triton.autotune`` picks a config per ``(M, N, K)``.
 
 The accumulation is float32 and ``tl.dot`` uses ``input_precision="ieee"`` so that results match
-``torch.matmul`` in float32 (and the CPU interpreter, which computes dots in float32).
+``torch.matmul`` in float32 (and the CPU interpreter, which computes dots in float32). With
+``--dtype bfloat16``/``float16`` the tiles are loaded in that dtype, ``tl.dot`` still accumulates
+in float32, and ``c`` is rounded once to the inputs' dtype when stored.
 
 Buggy variant (``--bug``):
 
@@ -19,7 +21,11 @@ Buggy variant (``--bug``):
 Run::
 
     python examples/matmul.py --m 70 --n 70 --k 48
+    tritonkit check -- python examples/matmul.py --dtype bfloat16
     tritonkit check -- python examples/matmul.py --bug k_tail
+
+(Without a GPU, run bfloat16 under ``tritonkit check``: Triton's own CPU interpreter does bfloat16
+arithmetic on the raw bit patterns.)
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 BUGS = ("none", "k_tail")
+DTYPES = ("float32", "bfloat16", "float16")
 
 CONFIGS = [
     triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_SIZE_M": 8}, num_warps=4, num_stages=3),
@@ -134,25 +141,26 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bug: str = "none") -> torch.Tensor:
     """``a @ b`` by an autotuned Triton kernel.
 
     Args:
-        a: ``(M, K)`` float32 tensor (any strides).
-        b: ``(K, N)`` float32 tensor of ``a``'s device (any strides).
+        a: ``(M, K)`` float32, bfloat16 or float16 tensor (any strides).
+        b: ``(K, N)`` tensor of ``a``'s dtype and device (any strides).
         bug: ``"none"`` for the correct kernel, or one of the buggy variants in :data:`BUGS`.
 
     Returns:
-        a new contiguous ``(M, N)`` float32 tensor.
+        a new contiguous ``(M, N)`` tensor of ``a``'s dtype (accumulated in float32).
 
     Raises:
-        ValueError: if the shapes do not chain, the dtypes are not float32, or ``bug`` is unknown.
+        ValueError: if the shapes do not chain, the dtypes differ or are not one of
+            float32/bfloat16/float16, or ``bug`` is unknown.
     """
     if bug not in BUGS:
         raise ValueError(f"unknown bug {bug!r}; choose one of {BUGS}")
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"cannot multiply shapes {tuple(a.shape)} and {tuple(b.shape)}")
-    if a.dtype != torch.float32 or b.dtype != torch.float32:
-        raise ValueError(f"a and b must be float32, got {a.dtype} and {b.dtype}")
+    if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"a and b must both be float32, bfloat16 or float16, got {a.dtype} and {b.dtype}")
     M, K = a.shape
     _, N = b.shape
-    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
     kernel = _matmul_kernel_k_tail if bug == "k_tail" else _matmul_kernel
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
     kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
@@ -160,28 +168,42 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bug: str = "none") -> torch.Tensor:
 
 
 def main(argv=None) -> float:
-    """Run :func:`matmul` on random float32 data, compare with ``torch.matmul``, print the max error.
+    """Run :func:`matmul` on random data, compare with ``torch.matmul``, print the max error.
+
+    The reference is the float32 product of the same (possibly 16-bit) inputs, rounded to their
+    dtype: what a kernel accumulating in float32 should produce.
 
     Args:
         argv: command-line arguments (None: ``sys.argv[1:]``).
 
     Returns:
-        the max absolute error against ``a @ b``.
+        the max absolute error against that reference.
+
+    Raises:
+        AssertionError: if the correct kernel (``--bug none``) misses the reference by more than the
+            tolerance (the buggy variant only prints its error: finding it is tritonkit's job).
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bug", choices=BUGS, default="none")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32")
     parser.add_argument("--m", type=int, default=70)
     parser.add_argument("--n", type=int, default=70)
     parser.add_argument("--k", type=int, default=48)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = getattr(torch, args.dtype)
     gen = torch.Generator().manual_seed(args.seed)
-    a = torch.randn(args.m, args.k, generator=gen).to(device)
-    b = torch.randn(args.k, args.n, generator=gen).to(device)
+    a = torch.randn(args.m, args.k, generator=gen).to(device, dtype)
+    b = torch.randn(args.k, args.n, generator=gen).to(device, dtype)
     c = matmul(a, b, bug=args.bug)
-    err = (c - a @ b).abs().max().item()
-    print(f"matmul M={args.m} N={args.n} K={args.k} bug={args.bug}: max abs error {err:.3g}")
+    ref = (a.float() @ b.float()).to(dtype)
+    err = (c.float() - ref.float()).abs().max().item()
+    print(f"matmul M={args.m} N={args.n} K={args.k} dtype={args.dtype} bug={args.bug}: max abs error {err:.3g}")
+    if args.bug == "none":
+        # c rounds a float32 sum of K products, whose entries grow like sqrt(K): scale atol with it
+        tol = {"float32": 1e-4, "bfloat16": 1.6e-2, "float16": 1e-3}[args.dtype]
+        torch.testing.assert_close(c, ref, atol=tol * args.k ** 0.5, rtol=tol)
     return err
 
 

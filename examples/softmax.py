@@ -3,7 +3,9 @@
 ``BLOCK_SIZE`` is ``next_power_of_2(n_cols)``, so the lanes past ``n_cols`` are masked off and
 loaded as ``-inf`` (they then contribute ``exp(-inf) = 0`` to the sum). The input may be a
 strided view (e.g. the first ``n_cols`` columns of a wider buffer): rows are addressed with the
-input's own row stride.
+input's own row stride. The row is loaded in the input's dtype and computed in float32 (``--dtype
+bfloat16``/``float16`` inputs are upcast after the load), and the result is rounded once to the
+output's dtype when stored.
 
 Buggy variants (``--bug``):
 
@@ -17,7 +19,11 @@ Buggy variants (``--bug``):
 Run::
 
     python examples/softmax.py --rows 37 --cols 100
+    tritonkit check -- python examples/softmax.py --dtype bfloat16
     tritonkit check -- python examples/softmax.py --bug row_stride
+
+(Without a GPU, run bfloat16 under ``tritonkit check``: Triton's own CPU interpreter does bfloat16
+arithmetic on the raw bit patterns.)
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 BUGS = ("none", "row_stride", "mask_off_by_one")
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 @triton.jit
@@ -105,10 +112,17 @@ def main(argv=None) -> float:
         argv: command-line arguments (None: ``sys.argv[1:]``).
 
     Returns:
-        the max absolute error against ``torch.softmax(x, dim=-1)``.
+        the max absolute error against ``torch.softmax`` computed in float32 and rounded to the
+        input's dtype.
+
+    Raises:
+        AssertionError: if the correct kernel (``--bug none``) misses the reference by more than the
+            dtype's tolerance (the buggy variants only print their error: finding them is
+            tritonkit's job).
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bug", choices=BUGS, default="none")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32")
     parser.add_argument("--rows", type=int, default=37)
     parser.add_argument("--cols", type=int, default=100)
     parser.add_argument("--pad", type=int, default=None,
@@ -117,12 +131,17 @@ def main(argv=None) -> float:
     args = parser.parse_args(argv)
     pad = args.pad if args.pad is not None else (0 if args.bug == "mask_off_by_one" else 28)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = getattr(torch, args.dtype)
     gen = torch.Generator().manual_seed(args.seed)
-    wide = torch.randn(args.rows, args.cols + pad, generator=gen).to(device)
+    wide = torch.randn(args.rows, args.cols + pad, generator=gen).to(device, dtype)
     x = wide[:, : args.cols]
     y = softmax(x, bug=args.bug)
-    err = (y - torch.softmax(x, dim=-1)).abs().max().item()
-    print(f"softmax rows={args.rows} cols={args.cols} pad={pad} bug={args.bug}: max abs error {err:.3g}")
+    ref = torch.softmax(x.float(), dim=-1).to(dtype)
+    err = (y.float() - ref.float()).abs().max().item()
+    print(f"softmax rows={args.rows} cols={args.cols} pad={pad} dtype={args.dtype} bug={args.bug}: "
+          f"max abs error {err:.3g}")
+    if args.bug == "none":
+        torch.testing.assert_close(y, ref)
     return err
 
 

@@ -9,7 +9,7 @@ import triton.language as tl
 def copy_rows(x_ptr, out_ptr, stride_x, ncols, NCOL: tl.constexpr):
     r = tl.program_id(0)
     c = tl.arange(0, NCOL)
-    v = tl.load(x_ptr + r * stride_x + c, mask=c < ncols)  # LINE: copy_rows.load
+    v = tl.load(x_ptr + r * stride_x + c, mask=c < ncols, other=0.0)  # LINE: copy_rows.load
     tl.store(out_ptr + r * NCOL + c, v)
 
 

@@ -1,6 +1,6 @@
 """The ``tritonkit`` command line.
 
-``tritonkit check [--json FILE] [--stop-on-first] [--timeout S] -- python SCRIPT.py ARGS...``
+``tritonkit check [--json FILE] [--stop-on-first] [--timeout S] [--pdb] -- python SCRIPT.py ARGS...``
 runs the script in this process with every Triton launch checked on the CPU.
 
 Exit status of ``check``: 0 no findings; 1 findings (also when a kernel could not run or timed
@@ -31,12 +31,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"tritonkit {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     c = sub.add_parser("check", help="run a script with every Triton launch checked on the CPU",
-                       usage="tritonkit check [--json FILE] [--stop-on-first] [--timeout S] "
+                       usage="tritonkit check [--json FILE] [--stop-on-first] [--timeout S] [--pdb] "
                              "-- python SCRIPT.py [ARGS...]",
                        description="Run SCRIPT in this process; every @triton.jit launch in it runs in tritonkit's "
                                    "checked CPU interpreter, which reports out-of-bounds loads, stores and atomics.")
     c.add_argument("--json", metavar="FILE", help="also write the findings as JSON to FILE")
     c.add_argument("--stop-on-first", action="store_true", help="stop the script at the first finding")
+    c.add_argument("--pdb", action="store_true",
+                   help="open pdb at the first finding, in the kernel at the offending line, in the offending "
+                        "program (its tensors print as numpy arrays); 'c' goes on checking")
     c.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="stop a launch that runs longer than this and report where it was")
     c.add_argument("--no-checks", action="store_true",
@@ -131,7 +134,7 @@ def _cmd_check(args) -> int:
     session = None
     try:
         with checking(checks=[] if args.no_checks else None, stop_on_first=args.stop_on_first,
-                      timeout=args.timeout) as session:
+                      timeout=args.timeout, pdb=args.pdb) as session:
             if kind == "script":
                 runpy.run_path(what, run_name="__main__")
             else:

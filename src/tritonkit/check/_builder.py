@@ -13,11 +13,16 @@ arguments they need and pass the rest through.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
 import triton.language as tl
+from triton._C.libtriton import ir as _ir
 from triton.runtime import interpreter as _interp
+
+from . import _undefined
+from ._numerics import BITS_TYPES, dot_operands, float_to_int, from_float, to_float
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._launch import Launch
@@ -48,23 +53,31 @@ def _flat(data: np.ndarray, shape, dtype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(data, dtype=dtype).reshape(-1)
 
 
-def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+def _performed(res, shape) -> np.ndarray:
+    """The lanes of a block that an access really performs (active and allowed by the checks)."""
+    out = np.zeros(int(np.prod(shape)), dtype=bool)
+    lanes = res.lanes
+    out[lanes if res.all_lanes and res._ok is None else lanes[res.ok]] = True
+    return out.reshape(shape)
 
 
-def _f32_to_bf16(x: np.ndarray) -> np.ndarray:
-    """Round float32 to bfloat16 bits, to nearest even (NaN stays NaN)."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
-    nan = np.isnan(x)
-    return np.where(nan, np.uint32(0x7FC0), rounded).astype(np.uint16)
+def _bits(h) -> bool:
+    """Whether a handle holds bf16/fp8 values as raw bits (arithmetic must decode them)."""
+    return h.data.dtype.kind == "u" and h.data.dtype.itemsize <= 2 and h.dtype.scalar.name in BITS_TYPES
+
+
+def _rounded(x: np.ndarray, ty) -> TensorHandle:
+    """Float results rounded to the Triton float type ``ty`` (bool results of comparisons kept)."""
+    if x.dtype == np.bool_:
+        return TensorHandle(x, tl.int1)
+    return TensorHandle(from_float(x, ty), ty)
 
 
 def _rmw_fn(op: str, elem_ty, vals: np.ndarray):
     """The update ``new = fn(old, positions)`` of an atomic read-modify-write."""
-    if elem_ty == tl.bfloat16 and op in ("FADD", "MAX", "MIN"):
+    if elem_ty.name in BITS_TYPES and op in ("FADD", "MAX", "MIN"):
         f = {"FADD": np.add, "MAX": np.maximum, "MIN": np.minimum}[op]
-        return lambda old, pos: _f32_to_bf16(f(_bf16_to_f32(old), _bf16_to_f32(vals[pos])))
+        return lambda old, pos: from_float(f(to_float(old, elem_ty), to_float(vals[pos], elem_ty)), elem_ty)
     table = {
         "ADD": np.add, "FADD": np.add, "AND": np.bitwise_and, "OR": np.bitwise_or, "XOR": np.bitwise_xor,
         "MAX": np.maximum, "MIN": np.minimum, "UMAX": np.maximum, "UMIN": np.minimum,
@@ -75,14 +88,142 @@ def _rmw_fn(op: str, elem_ty, vals: np.ndarray):
     return lambda old, pos: f(old, vals[pos]).astype(old.dtype)
 
 
+# builder methods that compute elementwise and are not overridden: wrapped to carry undefined lanes
+_ELEMENTWISE = ("cast_impl", "create_fp_to_fp", "create_bitcast", "create_fma", "create_idiv", "create_ashr",
+                "create_umulhi", "create_fabs", "create_erf", "create_rsqrt", "create_addptr", "create_splat",
+                "create_extern_elementwise", "create_clampf")
+
+
+def _carrying(fn):
+    def carrying(*args):
+        out = fn(*args)
+        if any(getattr(a, "undef", None) is not None for a in args) and isinstance(out, TensorHandle):
+            _undefined.carry(out, *(a for a in args if isinstance(a, TensorHandle)))
+        return out
+    carrying.__name__ = fn.__name__
+    return carrying
+
+
 class CheckedBuilder(_interp.InterpreterBuilder):
     """An interpreter builder whose memory operations are checked by a :class:`Launch`."""
 
     def __init__(self, launch: "Launch") -> None:
         super().__init__()
+        # device_assert always on (Triton's front end drops it unless options.debug); integer ops wrap
+        # like the GPU's instead of being checked through int64 shadows (sanitize_overflow)
+        self.options = dataclasses.replace(self.options, debug=True, sanitize_overflow=False)
         self.launch = launch
         self._masked = True
         self._op = None
+        # elementwise operations not overridden below carry undefined lanes from inputs to result
+        for name in _ELEMENTWISE:
+            fn = getattr(self, name, None)
+            if fn is not None:
+                setattr(self, name, _carrying(fn))
+
+    # --- shape operations carry undefined lanes ------------------------------------------------------
+    def create_broadcast(self, arg, shape):
+        return _undefined.carry_shape(super().create_broadcast(arg, shape), arg, lambda u: np.broadcast_to(u, shape))
+
+    def create_expand_dims(self, arg, axis):
+        return _undefined.carry_shape(super().create_expand_dims(arg, axis), arg, lambda u: np.expand_dims(u, axis))
+
+    def create_reshape(self, arg, shape, *rest):
+        out = super().create_reshape(arg, shape, *rest)
+        return _undefined.carry_shape(out, arg, lambda u: np.broadcast_to(u, np.shape(arg.data)).reshape(shape))
+
+    def create_trans(self, arg, perm):
+        return _undefined.carry_shape(super().create_trans(arg, perm), arg, lambda u: np.transpose(u, perm))
+
+    # --- numerics like the GPU: bf16/fp8 decoded to fp32, rounded back after every operation ----------
+    def binary_op(self, lhs, rhs, op):
+        if _bits(lhs) or _bits(rhs):
+            out = _rounded(op(to_float(lhs.data, lhs.dtype.scalar), to_float(rhs.data, rhs.dtype.scalar)),
+                           lhs.dtype.scalar)
+        else:
+            out = super().binary_op(lhs, rhs, op)
+        if lhs.undef is not None or rhs.undef is not None:
+            _undefined.carry(out, lhs, rhs)
+        return out
+
+    def unary_op(self, arg, op):
+        if _bits(arg):
+            out = _rounded(op(to_float(arg.data, arg.dtype.scalar)), arg.dtype.scalar)
+        else:
+            out = super().unary_op(arg, op)
+        if arg.undef is not None:
+            _undefined.carry(out, arg)
+        return out
+
+    def ternary_op(self, lhs, rhs, other, op):
+        if op is not np.where and (_bits(lhs) or _bits(rhs) or _bits(other)):
+            ty = other.dtype.scalar
+            out = _rounded(op(*(to_float(h.data, h.dtype.scalar) for h in (lhs, rhs, other))), ty)
+        else:
+            out = super().ternary_op(lhs, rhs, other, op)
+        if op is np.where:
+            return _undefined.select(out, lhs, rhs, other)
+        if lhs.undef is not None or rhs.undef is not None or other.undef is not None:
+            _undefined.carry(out, lhs, rhs, other)
+        return out
+
+    def create_fma(self, x, y, z):
+        if _bits(z):
+            ty = z.dtype.scalar
+            a, b, c = (to_float(h.data, h.dtype.scalar).astype(np.float64) for h in (x, y, z))
+            return TensorHandle(from_float(a * b + c, ty), ty)  # exact product, one rounding
+        return super().create_fma(x, y, z)
+
+    def create_erf(self, arg):
+        ty = arg.dtype.scalar
+        if ty.name in ("fp16", "bf16"):
+            return _rounded(_interp.np_erf_fp32(to_float(arg.data, ty)), ty)
+        return super().create_erf(arg)
+
+    def create_rsqrt(self, arg):
+        if _bits(arg):
+            return self.unary_op(arg, lambda x: 1 / np.sqrt(x))
+        return super().create_rsqrt(arg)
+
+    def cast_impl(self, src, dst_type):
+        s, d = src.dtype.scalar, dst_type.scalar
+        if s.is_floating() and src.data.dtype != np.bool_:  # comparisons' handles keep their operands' type
+            x = to_float(src.data, s)
+            if d.is_floating():
+                data = from_float(x, d)
+            elif d.is_int1():
+                data = x != 0
+            else:  # truncate and saturate like cvt.rzi; NaN -> 0
+                data = float_to_int(x, np_dtype_of(d))
+            return TensorHandle(data, d)
+        if d.is_floating():
+            return TensorHandle(from_float(src.data.astype(np.float64), d), d)
+        return super().cast_impl(src, dst_type)
+
+    def create_fp_to_fp(self, src, dst_type, rounding_mode):
+        s, d = src.dtype.scalar, dst_type.scalar
+        rtz = rounding_mode is not None and rounding_mode == _ir.ROUNDING_MODE.RTZ
+        return TensorHandle(from_float(to_float(src.data, s), d, rtz=rtz), d)
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        at, bt, dt = a.dtype.scalar, b.dtype.scalar, d.dtype.scalar
+        if at.is_int():  # integer MMA: exact products, accumulator wraps at its width
+            acc = np.matmul(a.data.astype(np.int64), b.data.astype(np.int64)) + d.data.astype(np.int64)
+            return _undefined.dot(TensorHandle(acc.astype(np_dtype_of(dt)), dt), a, b, d)
+        x, y = to_float(a.data, at), to_float(b.data, bt)
+        if at.name == "fp32" and bt.name == "fp32":
+            name = getattr(input_precision, "name", None) or (str(input_precision) if input_precision else "tf32")
+            pairs = dot_operands(x, y, name)
+        else:  # 16- and 8-bit inputs are exact in fp32: products are exact, summed in fp32
+            pairs = [(x.astype(np.float32, copy=False), y.astype(np.float32, copy=False))]
+        if at.name == "fp64":
+            pairs = [(x, y)]
+        out = None
+        for p, q in pairs:
+            part = np.matmul(p, q)
+            out = part if out is None else out + part
+        out = out + to_float(d.data, dt)
+        return _undefined.dot(TensorHandle(from_float(out, dt), dt), a, b, d)
 
     # --- plain loads and stores ------------------------------------------------------------------
     def create_load(self, ptr, *rest, **kw):
@@ -109,17 +250,30 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             out = other.data.astype(dtype, copy=True)
         else:
             out = np.array(np.broadcast_to(other.data, shape), dtype=dtype)
-        res = self.launch.access(self._op or "load", "load", ptrs.data, _mask_data(mask),
-                                 dtype.itemsize, self._masked)
+        mask_data = _mask_data(mask)
+        res = self.launch.access(self._op or "load", "load", ptrs.data, mask_data, dtype.itemsize, self._masked)
         self.launch.space.gather(res, dtype, out.reshape(-1))
+        if ptrs.undef is not None:
+            self.launch.undefined_used(_undefined.active(ptrs, shape, mask_data), ptrs.undef_at, "load address")
+        if other is None and mask_data is not None and self._masked and self.launch.session.track_undefined:
+            off = ~np.broadcast_to(mask_data, shape)
+            if off.any():
+                return _undefined.poison(out, off, elem_ty, self.launch.here())
+        if other is not None and other.undef is not None:
+            return _undefined.carry(TensorHandle(out, elem_ty), other)
         return TensorHandle(out, elem_ty)
 
     def create_masked_store(self, ptrs, value, mask, *rest, **kw):
         elem_ty = ptrs.get_element_ty()
         dtype = np_dtype_of(elem_ty)
         shape = ptrs.data.shape
-        res = self.launch.access(self._op or "store", "store", ptrs.data, _mask_data(mask),
-                                 dtype.itemsize, self._masked)
+        mask_data = _mask_data(mask)
+        res = self.launch.access(self._op or "store", "store", ptrs.data, mask_data, dtype.itemsize, self._masked)
+        if value.undef is not None:  # lanes out of bounds were reported as such and are not written
+            self.launch.undefined_used(_undefined.active(value, shape, _performed(res, shape)), value.undef_at,
+                                       self._op or "store")
+        if ptrs.undef is not None:
+            self.launch.undefined_used(_undefined.active(ptrs, shape, mask_data), ptrs.undef_at, "store address")
         self.launch.space.scatter(res, _flat(value.data, shape, dtype))
 
     # --- descriptors and block pointers: label the access, reuse the masked paths ------------------
@@ -154,6 +308,9 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         elem_ty = ptr.get_element_ty()
         dtype = np_dtype_of(elem_ty)
         shape = ptr.data.shape
+        if val.undef is not None:
+            self.launch.undefined_used(_undefined.active(val, shape, _mask_data(mask)), val.undef_at,
+                                       f"atomic_{op.lower()}")
         res = self.launch.access(f"atomic_{op.lower()}", "atomic", ptr.data,
                                  _mask_data(mask), dtype.itemsize, True)
         vals = _flat(val.data, shape, dtype)[res.lanes]
@@ -179,6 +336,21 @@ class CheckedBuilder(_interp.InterpreterBuilder):
     def create_inline_asm(self, *args, **kw):
         raise NotImplementedError("inline assembly (tl.inline_asm_elementwise)")
 
-    def create_extern_elementwise(self, libName, libPath, symbol, *args, **kw):
-        raise NotImplementedError(f"the extern elementwise function {symbol} (libdevice / tl.extern_elementwise)")
+    def create_extern_elementwise(self, libName, libPath, symbol, argList, retType, isPure, *rest):
+        from . import _libdevice
+        ret_ty = getattr(retType, "scalar", retType)
+        args = [a.data if isinstance(a, TensorHandle) else np.asarray(a) for a in argList]
+        if len(args) > 1:
+            args = list(np.broadcast_arrays(*args))
+        with np.errstate(all="ignore"):
+            data = _libdevice.call(symbol, args, np_dtype_of(ret_ty))
+        return TensorHandle(np.asarray(data), ret_ty)
 
+    # --- debug operations ----------------------------------------------------------------------------
+    def create_print(self, prefix, hex, values, isSigned=None, *rest):
+        self.launch.device_print(prefix, hex, values)
+
+    def create_assert(self, condition, message, *rest):
+        cond = np.asarray(condition.data if isinstance(condition, TensorHandle) else condition)
+        if not cond.all():
+            self.launch.assert_failed(cond, message)

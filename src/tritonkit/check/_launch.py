@@ -24,7 +24,9 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter as _interp
 
-from ._builder import CheckedBuilder
+from . import _undefined
+from ._builder import CheckedBuilder, np_dtype_of
+from ._numerics import BITS_TYPES, from_float, to_float
 from ._memory import AddressSpace, HostStorage, Resolved
 from .checks import Access
 from .findings import Frame, Violation
@@ -57,6 +59,10 @@ class _LaunchTimeout(BaseException):
     pass
 
 
+class StaticAssertFailed(CheckAborted):
+    """A ``tl.static_assert`` failed: the kernel would not compile for these constexpr values."""
+
+
 def rewritten(pyfn):
     """The interpretable version of a ``@triton.jit`` function's Python body (cached).
 
@@ -71,21 +77,37 @@ def rewritten(pyfn):
     return fn
 
 
+_TRITON_DIR = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
+
+
+def _user_code(code) -> bool:
+    """A jitted function of the user's (not one of triton.language's own, such as tl.sum)."""
+    return code in KERNEL_CODES and not code.co_filename.startswith(_TRITON_DIR)
+
+
 def kernel_frames(frame=None) -> List[Frame]:
-    """Kernel source frames on the current stack, innermost first."""
+    """Kernel source frames on the current stack, innermost first (triton.language's own jitted
+    helpers such as ``tl.sum`` are left out: a finding belongs on the user's line that called them)."""
     out = []
     f = frame or sys._getframe(1)
     while f is not None:
-        if f.f_code in KERNEL_CODES:
+        if _user_code(f.f_code):
             out.append(Frame(f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
         f = f.f_back
     return out
 
 
+def _kernel_frame(frame):
+    """The innermost kernel (or jitted helper) frame at or above ``frame``, or None."""
+    while frame is not None and not _user_code(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
 def _traceback_frames(tb) -> List[Frame]:
     out = []
     while tb is not None:
-        if tb.tb_frame.f_code in KERNEL_CODES:
+        if _user_code(tb.tb_frame.f_code):
             out.append(Frame(tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb.tb_frame.f_code.co_name))
         tb = tb.tb_next
     return out[::-1]
@@ -148,6 +170,7 @@ class Launch:
         self.checks = session.checks
         self.builder = CheckedBuilder(self)
         self.record = LaunchRecord(kernel=kernel, grid=grid, config=config)
+        self.spec_key: tuple = ()
 
     def program_id(self) -> Tuple[int, ...]:
         return tuple(int(i) for i in self.builder.grid_idx)
@@ -166,6 +189,59 @@ class Launch:
             res.keep(self.space.in_storage(res, size))
         return res
 
+    def here(self) -> List[Frame]:
+        """The kernel source frames of the operation running now, innermost first."""
+        return kernel_frames(sys._getframe(1))
+
+    def undefined_used(self, lanes: Optional[np.ndarray], origin, op: str) -> None:
+        """Undefined lanes (``lanes``: bool, None for none) reached ``op`` (a store, a reduction, ...)."""
+        if lanes is None:
+            return
+        n = int(np.count_nonzero(lanes))
+        if not n:
+            return
+        where = f"{os.path.basename(origin[0].file)}:{origin[0].line}" if origin else "a masked load"
+        idx = [list(map(int, ix)) for ix in np.argwhere(lanes.reshape(lanes.shape or (1,)))[:_SHOWN_LANES]]
+        self.report(Violation(kind="undefined_value", kernel=self.kernel, frames=kernel_frames(sys._getframe(1)),
+                              program_id=(), access=op, masked=False, lanes=n,
+                              message=f"{op} uses undefined lanes: masked off by the load at {where}, "
+                                      "which has no other=",
+                              example={"program_id": list(self.program_id()[: max(1, self.grid_ndim)]),
+                                       "lanes": idx, "loaded_at": where}))
+
+    # --- debug operations ------------------------------------------------------------------------
+    def device_print(self, prefix: str, hex: bool, values) -> None:
+        """``tl.device_print``: one line per element, like the GPU's printf, ``pid (x, y, z) idx (i)``."""
+        pid = ", ".join(str(i) for i in self.program_id())
+        lines = []
+        for k, h in enumerate(values):
+            ty = h.dtype.scalar
+            data = np.asarray(h.data)
+            if ty.name in BITS_TYPES:
+                data = to_float(data, ty)
+            operand = f" (operand {k})" if len(values) > 1 else ""
+            fmt = _print_format(data.dtype, hex)
+            if data.size == 1 and data.ndim <= 1:
+                lines.append(f"pid ({pid}) idx (){prefix}{operand}{fmt(data.reshape(-1)[0])}")
+                continue
+            widths = [len(str(max(n - 1, 0))) for n in data.shape]
+            for idx in np.ndindex(data.shape):
+                at = ", ".join(str(i).rjust(w) for i, w in zip(idx, widths))
+                lines.append(f"pid ({pid}) idx ({at}){prefix}{operand}{fmt(data[idx])}")
+        sys.stdout.write("\n".join(lines) + "\n")
+
+    def assert_failed(self, cond: np.ndarray, message: str) -> None:
+        """A ``tl.device_assert`` (or ``assert`` in a kernel) whose condition is false in some lanes."""
+        frames = kernel_frames(sys._getframe(1))
+        failing = np.argwhere(~cond.astype(bool).reshape(cond.shape if cond.ndim else (1,)))
+        lanes = [list(map(int, ix)) for ix in failing[:_SHOWN_LANES]]
+        values = _assert_values(sys._getframe(1), cond, failing[:_SHOWN_LANES])
+        example = {"program_id": list(self.program_id()[: max(1, self.grid_ndim)]), "lanes": lanes, "values": values}
+        self.report(Violation(kind="assert_failed", kernel=self.kernel, frames=frames, program_id=(),
+                              access="device_assert", masked=False, lanes=len(failing),
+                              message=f"device_assert failed: {message}" if message else "device_assert failed",
+                              example=example))
+
     def report(self, v: Violation) -> None:
         """Record a violation at the current program and kernel line."""
         v.kernel = self.kernel
@@ -174,18 +250,117 @@ class Launch:
         if not v.program_id:
             v.program_id = self.program_id()
         v.config = self.config
-        self.session._add_violation(v, self)
+        self.session._add_violation(v, self, frame=_kernel_frame(sys._getframe(1)) if self.session.pdb else None)
+
+
+_SHOWN_LANES = 8
+
+
+def _print_format(dtype: np.dtype, hex: bool):
+    """How the GPU's printf shows one value: ``%d``/``%u`` for integers, ``%f`` for floats, hex bits."""
+    if hex:
+        width = dtype.itemsize * 2
+        if dtype.kind == "f":
+            return lambda v: f"0x{int(np.asarray(v).view(f'u{dtype.itemsize}')):0{width}x}"
+        return lambda v: f"0x{int(v) & ((1 << (8 * dtype.itemsize)) - 1):0{width}x}"
+    if dtype.kind == "f":
+        return lambda v: f"{float(v):f}"
+    if dtype.kind == "b":
+        return lambda v: str(int(bool(v)))
+    return lambda v: str(int(v))
+
+
+def _assert_values(frame, cond: np.ndarray, failing: np.ndarray) -> Dict[str, list]:
+    """The values, at the failing lanes, of the kernel variables named in the assert's condition."""
+    import ast
+    import linecache
+
+    frame = _kernel_frame(frame)
+    if frame is None or not len(failing):
+        return {}
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    try:
+        tree = ast.parse(text.rstrip(",").rstrip("\\"))
+    except SyntaxError:
+        return {}
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            for sub in ast.walk(node.args[0]):
+                if isinstance(sub, ast.Name) and sub.id not in names:
+                    names.append(sub.id)
+            break
+    out: Dict[str, list] = {}
+    for name in names:
+        val = frame.f_locals.get(name)
+        if not isinstance(val, tl.tensor) or not hasattr(val.handle, "data"):
+            continue
+        data = np.asarray(val.handle.data)
+        if val.dtype.name in BITS_TYPES:
+            data = to_float(data, val.dtype)
+        try:
+            data = np.broadcast_to(data.reshape(data.shape or (1,)), cond.shape or (1,))
+        except ValueError:
+            continue
+        out[name] = [data[tuple(ix)].item() for ix in failing]
+    return out
 
 
 def _dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
+def scalar_argument(value, annotation_type: str = "", specialize: bool = True):
+    """A scalar kernel argument as the compiled kernel receives it.
+
+    Triton's JIT types a scalar by its value: ``bool`` -> int1, ``int`` -> int32 when it fits, else
+    int64 (uint64 above 2**63), ``float`` -> fp32; the int ``1`` is specialized to the constexpr
+    ``1`` unless the parameter is in ``do_not_specialize``; an annotated parameter (``n: tl.int64``)
+    takes its annotation's type. Returns a ``tl.tensor`` of that type, or the plain value for
+    constexpr specializations and values that are not numbers.
+
+    Raises:
+        UsageError: an integer that does not fit in 64 bits.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, (bool, int, float)):
+        return value
+    try:
+        name = annotation_type.lstrip("*") if annotation_type else triton.runtime.jit.mangle_type(value, specialize)
+    except Exception as e:  # e.g. an int over 64 bits
+        raise UsageError(f"scalar argument {value!r} cannot be passed to a kernel: {e}") from None
+    if name == "constexpr":
+        return value
+    ty = tl.str_to_ty(name, None)
+    if ty.is_floating() and ty.name not in ("fp32", "fp64", "fp16"):
+        data = from_float(np.array([float(value)], dtype=np.float64), ty)
+    else:
+        data = np.array([value]).astype(np_dtype_of(ty))
+    return tl.tensor(_interp.TensorHandle(data, ty), ty)
+
+
+def scalar_specs(jit, pyfn) -> Dict[str, Tuple[str, bool]]:
+    """Per parameter of a kernel: (annotated type or "", whether ints are value-specialized)."""
+    dns = list(getattr(jit, "do_not_specialize", None) or getattr(jit, "kwargs", {}).get("do_not_specialize")
+               or [])
+    out = {}
+    for i, (name, p) in enumerate(inspect.signature(pyfn).parameters.items()):
+        off = i in dns or name in dns
+        try:
+            ann = triton.runtime.jit.KernelParam(i, p, off, False).annotation_type
+        except Exception:  # pragma: no cover - an annotation Triton itself cannot read
+            ann = ""
+        out[name] = (ann if isinstance(ann, str) else "", not off)
+    return out
+
+
 class _ArgMapper:
     """Maps a launch's arguments into the address space, and copies device storages back."""
 
-    def __init__(self, space: AddressSpace):
+    def __init__(self, space: AddressSpace, specs: Optional[Dict[str, Tuple[str, bool]]] = None):
         self.space = space
+        self.specs = specs or {}
 
     def storage(self, t: torch.Tensor) -> HostStorage:
         st = t.untyped_storage()
@@ -216,12 +391,12 @@ class _ArgMapper:
         ty = tl.str_to_ty(triton.runtime.jit.mangle_type(arg), None)
         return tl.tensor(_interp.TensorHandle(np.array([region.vaddr], dtype=np.uint64), ty), ty)
 
-    def convert(self, name: str, arg):
+    def convert(self, name: str, arg, spec: Tuple[str, bool] = ("", True)):
         if hasattr(arg, "data_ptr") and hasattr(arg, "untyped_storage") or \
                 isinstance(arg, triton.runtime.jit.TensorWrapper):
             return self.pointer(name, arg)
         if isinstance(arg, tuple):
-            items = [self.convert(f"{name}[{i}]", a) for i, a in enumerate(arg)]
+            items = [self.convert(f"{name}[{i}]", a, spec) for i, a in enumerate(arg)]
             return type(arg)(*items) if hasattr(arg, "_fields") else type(arg)(items)
         from triton.tools.tensor_descriptor import TensorDescriptor
         if isinstance(arg, TensorDescriptor):
@@ -237,7 +412,7 @@ class _ArgMapper:
             if hasattr(desc.handle, "round_f32_to_tf32"):
                 desc.handle.round_f32_to_tf32 = getattr(arg, "round_f32_to_tf32", False)
             return desc
-        return _interp._implicit_cvt(arg)
+        return scalar_argument(arg, *spec)
 
     def copy_back(self) -> None:
         for hs in self.space.storages.values():
@@ -279,6 +454,26 @@ def bind_arguments(pyfn, args, kwargs):
     return dict(bound.arguments), constexprs
 
 
+def _tensor_array(self, dtype=None, copy=None):
+    data = np.asarray(self.handle.data)
+    if self.dtype.name in BITS_TYPES:
+        data = to_float(data, self.dtype)
+    return data if dtype is None else data.astype(dtype)
+
+
+def _spec_item(v):
+    """What a compiled kernel is specialized on for one argument: its type, or a constexpr's value."""
+    if isinstance(v, tl.tensor):
+        return str(v.type)
+    if isinstance(v, tl.tensor_descriptor_base if hasattr(tl, "tensor_descriptor_base") else ()):
+        return "desc"
+    try:
+        hash(v)
+        return ("constexpr", v)
+    except TypeError:
+        return ("constexpr", repr(v))
+
+
 def _tensor_index(self) -> int:
     data = np.asarray(self.handle.data)
     if data.size != 1:
@@ -303,7 +498,21 @@ class _Patched:
             _interp._patch_lang_core(lang, scope)
             # Triton < 3.7 converts with int(array of shape (1,)), which NumPy >= 2.4 refuses
             scope.set_attr(lang.tensor, "__index__", _tensor_index)
+            # np.asarray(x) of a kernel tensor is its values (in pdb, in device-side debugging)
+            scope.set_attr(lang.tensor, "__array__", _tensor_array)
         _interp._patch_builtin(tl.core.tensor_descriptor_base, self.builder, scope)
+        cuda_libdevice = _cuda_libdevice()
+        if cuda_libdevice is not None:  # called directly: tl.extra.cuda.libdevice.tanh(x)
+            _interp._patch_builtin(cuda_libdevice, self.builder, scope)
+        for lang in (tl, tl.core):
+            scope.set_attr(lang, "reduce", _reduce)
+            scope.set_attr(lang, "associative_scan", _scan)
+        for lang in (tl, tl.core):
+            scope.set_attr(lang, "static_print", _static_print)
+            scope.set_attr(lang, "static_assert", _static_assert)
+        _undefined.install(scope)
+        self.errstate = np.errstate(all="ignore")  # the GPU raises no floating-point exceptions
+        self.errstate.__enter__()
         self.scope = scope
         sem = _interp.interpreter_semantic
         self.saved = (sem.builder, _interp.interpreter_builder)
@@ -315,7 +524,125 @@ class _Patched:
         sem = _interp.interpreter_semantic
         sem.builder, _interp.interpreter_builder = self.saved
         self.scope.restore()
+        self.errstate.__exit__(*exc)
         return False
+
+
+def _cuda_libdevice():
+    try:
+        from triton.language.extra.cuda import libdevice
+    except ImportError:  # pragma: no cover
+        return None
+    return libdevice
+
+
+# --- reductions and scans of 16- and 8-bit floats ---------------------------------------------------
+_LOW_FLOATS = BITS_TYPES | {"fp16"}
+
+
+def _fast_combines():
+    std = tl.standard
+    names = ("_sum_combine", "_prod_combine", "_elementwise_max", "_elementwise_min", "_argmin_combine_tie_break_left",
+             "_argmin_combine_tie_break_fast", "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast")
+    return tuple(getattr(std, n) for n in names if hasattr(std, n))
+
+
+def _widen(t):
+    """A tl.tensor of bf16/fp16/fp8 values as an fp32 tensor (exact)."""
+    if not isinstance(t, tl.tensor) or t.dtype.name not in _LOW_FLOATS:
+        return t
+    data = to_float(np.asarray(t.handle.data), t.dtype)
+    ty = tl.block_type(tl.float32, list(t.type.shape)) if t.type.is_block() else tl.float32
+    return tl.tensor(_interp.TensorHandle(data, tl.float32), ty)
+
+
+def _narrow(t, like):
+    """An fp32 result of a widened reduction rounded back to the input's type."""
+    if not isinstance(t, tl.tensor) or t.dtype != tl.float32:
+        return t
+    dt = like.dtype
+    data = from_float(np.asarray(t.handle.data), dt)
+    ty = tl.block_type(dt, list(t.type.shape)) if t.type.is_block() else dt
+    return tl.tensor(_interp.TensorHandle(data, dt), ty)
+
+
+def _widened(op, input):
+    """Run a reduce/scan op; the built-in combines (sum, max, argmax, ...) of bf16/fp16/fp8 values run
+    on exact fp32 copies and round once at the end (numpy would otherwise add raw bf16 bits)."""
+    items = input if isinstance(input, tuple) else (input,)
+    launch = _current_launch()
+    for t in items:
+        h = getattr(t, "handle", None)
+        if launch is not None and getattr(h, "undef", None) is not None:
+            name = "reduction" if isinstance(op, _interp.ReduceOps) else "scan"
+            launch.undefined_used(np.broadcast_to(h.undef, np.shape(h.data)), h.undef_at, name)
+    first = items[0]
+    if op.combine_fn not in _fast_combines() or not isinstance(first, tl.tensor) or \
+            first.dtype.name not in _LOW_FLOATS:
+        return op.apply(input)
+    res = op.apply(tuple(_widen(t) for t in items))
+    out = tuple(_narrow(r, first) for r in res)
+    return out if isinstance(input, tuple) else out[0]
+
+
+def _reduce(input, axis, combine_fn, keep_dims=False, **kwargs):
+    return _widened(_interp.ReduceOps(axis, combine_fn, keep_dims), input)
+
+
+def _scan(input, axis, combine_fn, reverse=False, **kwargs):
+    return _widened(_interp.ScanOps(axis, combine_fn, reverse), input)
+
+
+# --- compile-time debug operations: once per specialization and call site ---------------------------
+def _current_launch() -> Optional["Launch"]:
+    return getattr(_interp.interpreter_semantic.builder, "launch", None)
+
+
+def _first_time(site_frame) -> bool:
+    """Whether this static_print/static_assert call site runs for the first time in this specialization."""
+    launch = _current_launch()
+    if launch is None:
+        return True
+    frames = kernel_frames(site_frame)
+    site = (frames[0].file, frames[0].line) if frames else (site_frame.f_code.co_filename, site_frame.f_lineno)
+    key = (launch.spec_key, site)
+    seen = launch.session.static_sites
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
+
+
+def _compile_time_value(v):
+    """What ``print`` shows of a value at compile time: a tensor's type and shape, a constexpr's value."""
+    if isinstance(v, tl.tensor):
+        return f"{v.dtype}[{', '.join(str(int(s)) for s in v.shape)}]"
+    if isinstance(v, tl.constexpr):
+        return v.value
+    return v
+
+
+def _static_print(*values, sep=" ", end="\n", file=None, flush=False):
+    if _first_time(sys._getframe(1)):
+        print(*(_compile_time_value(v) for v in values), sep=sep, end=end, file=file, flush=flush)
+
+
+def _static_assert(cond, msg="", *args, **kwargs):
+    if not _first_time(sys._getframe(1)):
+        return
+    value = cond.value if isinstance(cond, tl.constexpr) else cond
+    if isinstance(value, tl.tensor):
+        value = bool(np.asarray(value.handle.data).all())
+    if value:
+        return
+    msg = msg.value if isinstance(msg, tl.constexpr) else msg
+    launch = _current_launch()
+    text = f"static_assert failed: {msg}" if msg else "static_assert failed"
+    if launch is not None:
+        launch.report(Violation(kind="assert_failed", kernel=launch.kernel, frames=kernel_frames(sys._getframe(1)),
+                                program_id=launch.program_id(), access="static_assert", masked=False, lanes=0,
+                                message=text))
+    raise StaticAssertFailed(text)
 
 
 def _kernel_failure(session, launch: Launch, exc: BaseException) -> None:
@@ -331,11 +658,18 @@ def _kernel_failure(session, launch: Launch, exc: BaseException) -> None:
     else:
         kind = "kernel_error"
         msg = f"{type(exc).__name__}: {exc}"
-    launch.report(Violation(kind=kind, kernel=launch.kernel, frames=frames, program_id=launch.program_id(),
-                            access="", masked=False, lanes=0, message=msg))
+    v = Violation(kind=kind, kernel=launch.kernel, frames=frames, program_id=launch.program_id(),
+                  access="", masked=False, lanes=0, message=msg)
+    v.config = launch.config
+    last = None
+    while tb is not None:  # the innermost kernel frame of the traceback, for --pdb
+        if _user_code(tb.tb_frame.f_code):
+            last = tb.tb_frame
+        tb = tb.tb_next
+    launch.session._add_violation(v, launch, frame=last if launch.session.pdb else None)
 
 
-def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None) -> LaunchRecord:
+def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, jit=None) -> LaunchRecord:
     """Run one launch of the ``@triton.jit`` function ``pyfn`` in the checked interpreter.
 
     Args:
@@ -345,6 +679,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None) 
             that are not parameters (``num_warps``, ``num_stages``, ...) are ignored.
         grid: a tuple of 1-3 program counts or a callable taking the arguments by name.
         config: the autotune config's description, to tag findings with.
+        jit: the ``JITFunction`` launched (for ``do_not_specialize`` and annotations), if known.
     Returns:
         the :class:`LaunchRecord`.
     Raises:
@@ -365,13 +700,16 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None) 
         session._end_launch(launch)
         return record
     fn = rewritten(pyfn)
-    mapper = _ArgMapper(launch.space)
+    specs = scalar_specs(jit, pyfn)
+    mapper = _ArgMapper(launch.space, specs)
     start = time.perf_counter()
     timer = _Timer(session.timeout)
     with _lock:
         try:
             with _Patched(launch.builder):
-                call_args = {n: (v if n in constexprs else mapper.convert(n, v)) for n, v in bound.items()}
+                call_args = {n: (v if n in constexprs else mapper.convert(n, v, specs.get(n, ("", True))))
+                             for n, v in bound.items()}
+                launch.spec_key = (fn.__code__, tuple(_spec_item(v) for v in call_args.values()))
                 launch.builder.set_grid_dim(*dims)
                 with timer:
                     for x in range(dims[0]):
@@ -388,6 +726,9 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None) 
                                     message=f"the launch ran longer than {session.timeout:g} s; "
                                             f"stopped in program {launch.program_id()[:ndim]}"))
             raise CheckAborted(f"kernel {kernel} timed out") from None
+        except StaticAssertFailed:
+            record.status = "aborted"
+            raise
         except (CheckAborted, UsageError, KeyboardInterrupt):
             record.status = "aborted"
             raise

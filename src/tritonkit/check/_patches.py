@@ -8,8 +8,8 @@ Patched (and restored when the session ends):
   called from a kernel body runs as interpreted Python (its lines are placed in findings too);
 * ``Autotuner.run``: the kernel is checked under every config once per distinct key, instead of
   being benchmarked (which needs a GPU);
-* the bodiless ``triton.language.extra.libdevice`` stubs raise ``NotImplementedError`` naming the
-  function, so a call is reported as ``unsupported`` on its own line.
+* the bodiless ``triton.language.extra.libdevice`` stubs call the CUDA backend's libdevice
+  functions, which the checked builder computes with numpy (``_libdevice.py``).
 
 ``Heuristics.run`` needs nothing: it computes its values and calls the patched ``run``.
 """
@@ -39,7 +39,7 @@ def _checked_run(self, *args, grid, warmup=False, **kwargs):
     if warmup:
         return None
     session = _session()
-    run_launch(session, self.fn, args, kwargs, grid, config=_config_label.get())
+    run_launch(session, self.fn, args, kwargs, grid, config=_config_label.get(), jit=self)
     return None
 
 
@@ -147,9 +147,24 @@ def _libdevice_stubs():
             if isinstance(fn, types.FunctionType) and fn.__module__ == libdevice.__name__]
 
 
-def _raising_code(name: str):
-    src = (f"def {name}(*args, **kwargs):\n"
-           f"    raise NotImplementedError('libdevice.{name} (the interpreter has no libdevice)')\n")
+def _libdevice_code(name: str):
+    """Code for a ``triton.language.extra.libdevice`` stub: call the CUDA backend's function of that
+    name (which dispatches on argument types exactly as the compiler does, then reaches the checked
+    builder's ``create_extern_elementwise``), or say that there is none."""
+    try:
+        from triton.language.extra.cuda import libdevice as cuda
+        has = callable(getattr(cuda, name, None))
+    except ImportError:  # pragma: no cover
+        has = False
+    if has:
+        src = (f"def {name}(*args, **kwargs):\n"
+               f"    from triton.language.extra.cuda import libdevice as _cuda\n"
+               f"    from triton.runtime.interpreter import interpreter_semantic as _semantic\n"
+               f"    kwargs.pop('_semantic', None)\n"
+               f"    return _cuda.{name}(*args, _semantic=_semantic, **kwargs)\n")
+    else:
+        src = (f"def {name}(*args, **kwargs):\n"
+               f"    raise NotImplementedError('libdevice.{name} (no CPU version of it)')\n")
     ns: dict = {}
     exec(compile(src, "<tritonkit libdevice stub>", "exec"), ns)
     return ns[name].__code__
@@ -169,10 +184,10 @@ def install() -> None:
     _set(_interp.InterpretedFunction, "run", _checked_run)
     _set(_interp.InterpretedFunction, "__call__", _checked_call)
     _set(_autotuner.Autotuner, "run", _checked_autotune)
-    # a libdevice call is an `unsupported` finding on its own line, not a None that fails later
+    # libdevice stubs run the CUDA backend's dispatch, computed on the CPU by tritonkit
     for fn in _libdevice_stubs():
         _saved.append((fn, "__code__", fn.__code__, True))
-        fn.__code__ = _raising_code(fn.__name__)
+        fn.__code__ = _libdevice_code(fn.__name__)
 
 
 def uninstall() -> None:

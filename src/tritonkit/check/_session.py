@@ -7,7 +7,7 @@ import threading
 from typing import Dict, Iterator, List, Optional
 
 from . import _patches
-from ._launch import CheckAborted, Launch, LaunchRecord
+from ._launch import CheckAborted, InternalError, Launch, LaunchRecord
 from .checks import BoundsCheck, Check
 from .findings import Finding, FindingLog, Violation
 
@@ -41,21 +41,30 @@ class CheckSession:
         checks: the checks to run; None for the defaults (out-of-bounds). An empty list runs the
             interpreter with only the safety net (lanes outside a storage are dropped unreported).
         stop_on_first: stop the program (raise :class:`CheckAborted`) at the first finding.
-        timeout: seconds one launch may run before it is stopped and reported, None for no limit.
+        timeout: seconds one launch may run before it is stopped and reported, None for no limit
+            (ignored with ``pdb``: time spent in the debugger is not the kernel's).
+        pdb: open the Python debugger at the first finding, in the kernel frame of the offending
+            program and line.
     """
 
     def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, pdb: bool = False) -> None:
         self.checks: List[Check] = [BoundsCheck()] if checks is None else list(checks)
         self.bounds_enforced = any(isinstance(c, BoundsCheck) for c in self.checks)
         self.stop_on_first = stop_on_first
-        self.timeout = timeout
+        self.timeout = None if pdb else timeout
+        self.pdb = pdb
+        # masked-off lanes of loads without other= are poisoned and tracked (undefined_value findings)
+        self.track_undefined = checks is None or any(getattr(c, "kind", "") == "undefined_value" for c in self.checks)
+        self.pdb_done = False
         self.launches: List[LaunchRecord] = []
         self._log = FindingLog()
         self._kernels: Dict[str, KernelSummary] = {}
         self.aborted: Optional[str] = None
         # (id(autotuner), key) -> autotuner: keys already checked under every config in this session
         self.autotuned_keys: Dict[tuple, object] = {}
+        # (specialization, call site) of static_print/static_assert already run: once per compilation
+        self.static_sites: set = set()
 
     # --- results ----------------------------------------------------------------------------------
     @property
@@ -110,18 +119,61 @@ class CheckSession:
         k.programs += launch.record.programs
         k.seconds += launch.record.seconds
 
-    def _add_violation(self, v: Violation, launch: Launch) -> None:
+    def _add_violation(self, v: Violation, launch: Launch, frame=None) -> None:
         new = self._log.add(v, id(launch.record), launch.grid_ndim)
         if new:
             self._kernels[launch.kernel].findings += 1
+        if self.pdb and not self.pdb_done and frame is not None:
+            self.pdb_done = True
+            _debug_at(frame, v)
         if self.stop_on_first and v.kind not in ("timeout", "unsupported", "kernel_error"):
             self.aborted = "stopped at the first finding (--stop-on-first)"
             raise CheckAborted(self.aborted)
 
 
+def _debug_at(frame, v: Violation) -> None:
+    """Open pdb on a kernel frame. A live frame (the program is still running) can be stepped with
+    ``n``/``s`` and resumed with ``c``; a frame that raised is inspected post mortem."""
+    import pdb
+    import sys
+
+    pid = ", ".join(str(i) for i in v.program_id)
+    sys.stdout.write(f"\ntritonkit: {v.kind} in {v.kernel}, program ({pid}), line {frame.f_lineno}"
+                     f"{': ' + v.message if v.message else ''}\n"
+                     "tritonkit: tensors print as numpy arrays (p offsets, p mask; np.asarray(x) gives one); "
+                     "'c' goes on checking\n")
+    sys.stdout.flush()
+    debugger = pdb.Pdb()
+    debugger.reset()
+    f = frame
+    while f is not None:
+        debugger.botframe = f
+        f = f.f_back
+    debugger.interaction(frame, None)
+    if debugger.quitting:
+        raise CheckAborted("quit from pdb")
+    if debugger.stoplineno != -1 and _on_stack(frame):
+        # n / s / until / return: trace from the kernel frame, as pdb.set_trace does, to stop there
+        f = frame
+        while f is not None:
+            f.f_trace = debugger.trace_dispatch
+            f = f.f_back
+        sys.settrace(debugger.trace_dispatch)
+
+
+def _on_stack(frame) -> bool:
+    import sys
+    f = sys._getframe()
+    while f is not None:
+        if f is frame:
+            return True
+        f = f.f_back
+    return False
+
+
 @contextlib.contextmanager
 def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
-             timeout: Optional[float] = None) -> Iterator[CheckSession]:
+             timeout: Optional[float] = None, pdb: bool = False) -> Iterator[CheckSession]:
     """Check every Triton kernel launched inside the ``with`` block on the CPU.
 
     Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
@@ -133,6 +185,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         checks: the checks to run (None: the defaults).
         stop_on_first: raise :class:`CheckAborted` at the first finding.
         timeout: seconds a launch may run before it is stopped and reported (None: no limit).
+        pdb: open pdb at the first finding, in the kernel frame of the offending program.
 
     Yields:
         the :class:`CheckSession`; read ``session.findings`` after the block.
@@ -149,7 +202,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         assert not session.findings
     """
     global _active
-    session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout)
+    session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb)
     with _active_lock:
         if _active is not None:
             raise RuntimeError("a tritonkit check session is already active: sessions do not nest")
@@ -182,7 +235,11 @@ def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, **kw
         not finish is reported as a finding (``unsupported``, ``kernel_error``, ``timeout``), not
         raised.
     """
-    with contextlib.suppress(CheckAborted):
+    try:
         with checking(checks=checks) as session:
             kernel[grid](*args, **kwargs)
+    except InternalError:
+        raise
+    except CheckAborted:
+        pass
     return session

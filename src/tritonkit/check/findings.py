@@ -15,7 +15,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-KINDS = ("out_of_bounds", "data_race", "uninitialized_read", "nan_inf", "int_overflow", "assert_failed",
+KINDS = ("out_of_bounds", "undefined_value", "data_race", "uninitialized_read", "nan_inf", "int_overflow",
+         "assert_failed",
          "unsupported", "timeout", "kernel_error")
 _MAX_PROGRAMS = 8  # program ids kept in a finding
 _MAX_ELEMENTS = 1 << 16  # distinct element offsets kept per finding to describe them
@@ -67,6 +68,7 @@ class Violation:
     config: Optional[str] = None
     addresses: Optional[List[int]] = None
     message: str = ""
+    example: Optional[dict] = None
 
 
 @dataclasses.dataclass
@@ -99,6 +101,8 @@ class Finding:
         call_stack: the jitted functions from the kernel down to the line (``file``, ``line``,
             ``function``), outermost first.
         message: a one-line description.
+        examples: for ``assert_failed``, the first few failing programs: ``{"program_id", "lanes"
+            (indices in the block), "values" (the condition's variables at those lanes)}``.
     """
 
     kind: str
@@ -124,6 +128,7 @@ class Finding:
     hint: str = ""
     call_stack: List[dict] = dataclasses.field(default_factory=list)
     message: str = ""
+    examples: List[dict] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -152,6 +157,7 @@ class _Fold:
         self.addresses: List[int] = []
         self.messages: Dict[str, None] = {}
         self.reasons: Dict[str, int] = {}
+        self.examples: List[dict] = []
 
     def add(self, v: Violation, launch_id: int) -> None:
         self.count += v.lanes
@@ -172,6 +178,8 @@ class _Fold:
                 if len(self.elements) >= _MAX_ELEMENTS:
                     self.elements_capped = True
                     break
+        if v.example is not None and len(self.examples) < _MAX_PROGRAMS:
+            self.examples.append(v.example)
         if v.addresses and len(self.addresses) < _SHOWN_INDICES:
             self.addresses.extend(v.addresses[: _SHOWN_INDICES - len(self.addresses)])
 
@@ -192,7 +200,7 @@ class _Fold:
             reason=max(self.reasons, key=self.reasons.get) if self.reasons else v.reason,
             reasons=dict(self.reasons), configs=list(self.configs), occurrences=self.occurrences,
             launches=len(self.launch_ids),
-            call_stack=[dataclasses.asdict(fr) for fr in reversed(v.frames)],
+            call_stack=[dataclasses.asdict(fr) for fr in reversed(v.frames)], examples=list(self.examples),
         )
         f.message = "; ".join(self.messages) if self.messages else _message(f)
         f.hint = _hint(f)
@@ -275,6 +283,13 @@ def _hint(f: Finding) -> str:
         return "the CPU interpreter cannot run this operation; check the rest of the kernel without it"
     if f.kind == "timeout":
         return "a loop that never ends? check its condition (spin locks wait on other programs, which run later here)"
+    if f.kind == "undefined_value":
+        return ("on the GPU masked-off lanes of a load without other= hold garbage: give the load other= (0 for a "
+                "sum, -inf for a max), or mask the store/reduction the same way")
+    if f.kind == "assert_failed":
+        if f.access == "static_assert":
+            return "a compile-time assertion failed for these constexpr values: the GPU compile would fail too"
+        return "the condition is false in the lanes listed; the values of its variables there are under examples"
     if f.kind == "kernel_error":
         return "the kernel raised while it ran in the interpreter; the message says why"
     return ""
