@@ -196,3 +196,29 @@ def test_breakpoint_in_a_kernel_works(tmp_path):
     assert proc.stdout.count("(Pdb)") == 4  # one stop per program, then the end
     assert "array([0], dtype=int32)" in proc.stdout
     assert "script done" in proc.stdout
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 24}), triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 40})],
+                 key=["n"])
+@triton.jit
+def tuned_static(x_ptr, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK % 16 == 0, "BLOCK must be a multiple of 16")
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def test_autotune_skips_configs_that_fail_a_static_assert_like_triton():
+    """Triton's autotuner times a config that does not compile as infinite; the kept config is the
+    first that compiles (here BLOCK=32), and nothing is reported."""
+    x = torch.zeros(100)
+    with tritonkit.checking() as s:
+        tuned_static[lambda m: (triton.cdiv(100, m["BLOCK"]),)](x, 100)
+    assert not s.findings
+    assert tuned_static.best_config.kwargs == {"BLOCK": 32}
+    assert torch.equal(x, torch.ones(100))  # applied once: the tried configs were restored
+    only_bad = triton.autotune(configs=[triton.Config({"BLOCK": 24}), triton.Config({"BLOCK": 40})],
+                               key=["n"])(tuned_static.fn)
+    with pytest.raises(tritonkit.CheckAborted):
+        with tritonkit.checking() as s:
+            only_bad[lambda m: (triton.cdiv(100, m["BLOCK"]),)](x, 100)
+    assert [(f.kind, f.access) for f in s.findings] == [("assert_failed", "static_assert")]

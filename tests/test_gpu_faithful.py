@@ -133,6 +133,7 @@ def test_device_print_lines_match_the_gpu(tmp_path):
     path = tmp_path / "print_script.py"
     path.write_text(PRINT_SCRIPT)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env.pop("TRITON_INTERPRET", None)  # an in-process CLI test may have set it: compile for the GPU
     gpu = subprocess.run([sys.executable, str(path), "cuda"], capture_output=True, text=True, timeout=300, env=env)
     cpu = subprocess.run([sys.executable, "-m", "tritonkit", "check", "--", sys.executable, str(path), "cpu"],
                          capture_output=True, text=True, timeout=300, env=env)

@@ -35,6 +35,7 @@ def _liger_on_cpu():
 # The kernels the interpreter can run: forward and backward make no finding, and the outputs and
 # gradients are close to float64 PyTorch.
 RUNNABLE = [
+    "mm_int8int2",
     "softmax",
     "swiglu",
     "swiglu_fused_gate_up",
@@ -82,17 +83,10 @@ class Stop(NamedTuple):
     message: str
 
 
-# Why the others cannot run yet, as it shows in the finding.
-#
-# mm_int8int2: matmul_kernel starts with ``tl.static_assert(K % (4 * BLOCK_SIZE_K) == 0)`` and is
-#   autotuned over configs with BLOCK_SIZE_K 32, 64 and 128; with K = 256 the BLOCK_SIZE_K=128
-#   configs fail the assertion. Triton's Autotuner skips such configs (``Autotuner._bench`` catches
-#   ``CompileTimeAssertionFailure`` and times the config as infinite), so on a GPU the call works;
-#   tritonkit's checked autotune runs every config and stops the session at the first failing
-#   one (tritonkit bug: a config whose static_assert fails should be skipped, not reported).
-EXPECTED_FAILURES: Dict[str, Stop] = {
-    "mm_int8int2": Stop("assert_failed", "K / 4 must be divisible by BLOCK_SIZE_K"),
-}
+# Ops that cannot run yet, with how they stop (none today). mm_int8int2 was the last: its
+# autotuned configs with BLOCK_SIZE_K=128 fail a tl.static_assert for K = 256, and tritonkit now
+# skips such configs as Triton's Autotuner does (it times them as infinite).
+EXPECTED_FAILURES: Dict[str, Stop] = {}
 
 # numpy warns about masked-off lanes (-inf - -inf) that the kernels discard.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")

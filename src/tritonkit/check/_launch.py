@@ -9,6 +9,7 @@ builder calls :meth:`Launch.access` for every memory operation and the checks de
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import inspect
 import os
@@ -61,6 +62,10 @@ class _LaunchTimeout(BaseException):
 
 class StaticAssertFailed(CheckAborted):
     """A ``tl.static_assert`` failed: the kernel would not compile for these constexpr values."""
+
+
+# True while an autotuner tries its configs (a config that fails a static_assert is skipped there)
+autotuning: "contextvars.ContextVar[bool]" = contextvars.ContextVar("tritonkit_autotuning", default=False)
 
 
 def rewritten(pyfn):
@@ -598,15 +603,21 @@ def _current_launch() -> Optional["Launch"]:
     return getattr(_interp.interpreter_semantic.builder, "launch", None)
 
 
-def _first_time(site_frame) -> bool:
-    """Whether this static_print/static_assert call site runs for the first time in this specialization."""
+def _site_key(site_frame):
+    """(specialization, call site) of a static_print/static_assert call, or None outside a launch."""
     launch = _current_launch()
     if launch is None:
-        return True
+        return None, None
     frames = kernel_frames(site_frame)
     site = (frames[0].file, frames[0].line) if frames else (site_frame.f_code.co_filename, site_frame.f_lineno)
-    key = (launch.spec_key, site)
-    seen = launch.session.static_sites
+    return launch.session.static_sites, (launch.spec_key, site)
+
+
+def _first_time(site_frame) -> bool:
+    """Whether this static_print call site runs for the first time in this specialization."""
+    seen, key = _site_key(site_frame)
+    if seen is None:
+        return True
     if key in seen:
         return False
     seen.add(key)
@@ -628,17 +639,20 @@ def _static_print(*values, sep=" ", end="\n", file=None, flush=False):
 
 
 def _static_assert(cond, msg="", *args, **kwargs):
-    if not _first_time(sys._getframe(1)):
+    seen, key = _site_key(sys._getframe(1))
+    if seen is not None and key in seen:  # held already for this specialization: a compile-time fact
         return
     value = cond.value if isinstance(cond, tl.constexpr) else cond
     if isinstance(value, tl.tensor):
         value = bool(np.asarray(value.handle.data).all())
     if value:
+        if seen is not None:
+            seen.add(key)
         return
     msg = msg.value if isinstance(msg, tl.constexpr) else msg
     launch = _current_launch()
     text = f"static_assert failed: {msg}" if msg else "static_assert failed"
-    if launch is not None:
+    if launch is not None and not autotuning.get():
         launch.report(Violation(kind="assert_failed", kernel=launch.kernel, frames=kernel_frames(sys._getframe(1)),
                                 program_id=launch.program_id(), access="static_assert", masked=False, lanes=0,
                                 message=text))

@@ -24,7 +24,7 @@ from triton.runtime import autotuner as _autotuner
 from triton.runtime import interpreter as _interp
 from triton.runtime import jit as _jit
 
-from ._launch import rewritten, run_launch
+from ._launch import StaticAssertFailed, autotuning, rewritten, run_launch
 
 _config_label: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("tritonkit_config", default=None)
 _saved: List[tuple] = []
@@ -111,29 +111,63 @@ def _checked_autotune(self, *args, **kwargs):
         key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
         key = tuple(key)
         configs = self.prune_configs(kwargs) if len(self.configs) > 1 else list(self.configs)
-        chosen = configs[0]
         seen = _session().autotuned_keys
-        if (id(self), key) not in seen and len(configs) > 1:
-            seen[(id(self), key)] = self  # keeps self alive, so its id is not reused in this session
-            tensors = _tensors(all_args.values())
+        entry = seen.get((id(self), key))
+        candidates = [entry[1]] if entry is not None else configs[:1]
+        tensors = _tensors(all_args.values())
+        if entry is None and len(configs) > 1:
+            # Like Triton's autotuner, a config that fails a tl.static_assert (it would not compile)
+            # is skipped, not reported: the kept config is the first one that compiles.
             for config in configs[1:]:
                 snap = _Snapshot(tensors)
                 try:
-                    _run_config(self, args, kwargs, config)
+                    with _compiling_quietly():
+                        _run_config(self, args, kwargs, config)
+                    candidates.append(config)
+                except StaticAssertFailed:
+                    pass
                 finally:
                     snap.restore()
-            self.pre_hook({**self.nargs, **kwargs, **chosen.all_kwargs()}, reset_only=True)
-        self.best_config = chosen
-        current = dict(kwargs, **chosen.all_kwargs())
-        token = _config_label.set(config_label(chosen))
-        try:
-            if chosen.pre_hook is not None:
-                chosen.pre_hook({**self.nargs, **current})
-            return self.fn.run(*args, **current)
-        finally:
-            _config_label.reset(token)
+            self.pre_hook({**self.nargs, **kwargs, **configs[0].all_kwargs()}, reset_only=True)
+        for i, chosen in enumerate(candidates):
+            last = i == len(candidates) - 1
+            snap = None if last else _Snapshot(tensors)
+            try:
+                with contextlib.ExitStack() as stack:
+                    if not last:
+                        stack.enter_context(_compiling_quietly())
+                    result = _run_kept(self, args, kwargs, chosen)
+            except StaticAssertFailed:
+                if last:
+                    raise
+                snap.restore()
+                continue
+            seen[(id(self), key)] = (self, chosen)  # keeps self alive, so its id is not reused
+            return result
     finally:
         self.nargs = None
+
+
+def _run_kept(self, args, kwargs, chosen):
+    self.best_config = chosen
+    current = dict(kwargs, **chosen.all_kwargs())
+    token = _config_label.set(config_label(chosen))
+    try:
+        if chosen.pre_hook is not None:
+            chosen.pre_hook({**self.nargs, **current})
+        return self.fn.run(*args, **current)
+    finally:
+        _config_label.reset(token)
+
+
+@contextlib.contextmanager
+def _compiling_quietly():
+    """While an autotuner tries configs: a failing static_assert raises without a finding."""
+    token = autotuning.set(True)
+    try:
+        yield
+    finally:
+        autotuning.reset(token)
 
 
 def _libdevice_stubs():
