@@ -38,8 +38,9 @@ class CheckSession:
     Create it with :func:`checking` rather than directly.
 
     Args:
-        checks: the checks to run; None for the defaults (out-of-bounds). An empty list runs the
-            interpreter with only the safety net (lanes outside a storage are dropped unreported).
+        checks: the checks to run; None for the defaults (out-of-bounds, and undefined values:
+            masked-off lanes of loads without ``other=`` poisoned and tracked). An empty list runs
+            the interpreter with only the safety net (lanes outside a storage are dropped unreported).
         stop_on_first: stop the program (raise :class:`CheckAborted`) at the first finding.
         timeout: seconds one launch may run before it is stopped and reported, None for no limit
             (ignored with ``pdb``: time spent in the debugger is not the kernel's).
