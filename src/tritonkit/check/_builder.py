@@ -56,8 +56,7 @@ def _flat(data: np.ndarray, shape, dtype: np.dtype) -> np.ndarray:
 def _performed(res, shape) -> np.ndarray:
     """The lanes of a block that an access really performs (active and allowed by the checks)."""
     out = np.zeros(int(np.prod(shape)), dtype=bool)
-    lanes = res.lanes
-    out[lanes if res.all_lanes and res._ok is None else lanes[res.ok]] = True
+    out[res.lanes[res.ok]] = True
     return out.reshape(shape)
 
 
@@ -211,13 +210,13 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             acc = np.matmul(a.data.astype(np.int64), b.data.astype(np.int64)) + d.data.astype(np.int64)
             return _undefined.dot(TensorHandle(acc.astype(np_dtype_of(dt)), dt), a, b, d)
         x, y = to_float(a.data, at), to_float(b.data, bt)
-        if at.name == "fp32" and bt.name == "fp32":
+        if at.name == "fp64":
+            pairs = [(x, y)]
+        elif at.name == "fp32" and bt.name == "fp32":
             name = getattr(input_precision, "name", None) or (str(input_precision) if input_precision else "tf32")
             pairs = dot_operands(x, y, name)
         else:  # 16- and 8-bit inputs are exact in fp32: products are exact, summed in fp32
             pairs = [(x.astype(np.float32, copy=False), y.astype(np.float32, copy=False))]
-        if at.name == "fp64":
-            pairs = [(x, y)]
         out = None
         for p, q in pairs:
             part = np.matmul(p, q)
@@ -342,8 +341,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         args = [a.data if isinstance(a, TensorHandle) else np.asarray(a) for a in argList]
         if len(args) > 1:
             args = list(np.broadcast_arrays(*args))
-        with np.errstate(all="ignore"):
-            data = _libdevice.call(symbol, args, np_dtype_of(ret_ty))
+        data = _libdevice.call(symbol, args, np_dtype_of(ret_ty))  # warnings: off for the whole launch
         return TensorHandle(np.asarray(data), ret_ty)
 
     # --- debug operations ----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from triton.runtime import interpreter as _interp
 
 from . import _undefined
 from ._builder import CheckedBuilder, np_dtype_of
-from ._numerics import BITS_TYPES, from_float, to_float
+from ._numerics import BITS_TYPES, from_float, to_float, values
 from ._memory import AddressSpace, HostStorage, Resolved
 from .checks import Access
 from .findings import Frame, Violation
@@ -206,25 +206,26 @@ class Launch:
         if not n:
             return
         where = f"{os.path.basename(origin[0].file)}:{origin[0].line}" if origin else "a masked load"
-        idx = [list(map(int, ix)) for ix in np.argwhere(lanes.reshape(lanes.shape or (1,)))[:_SHOWN_LANES]]
-        self.report(Violation(kind="undefined_value", kernel=self.kernel, frames=kernel_frames(sys._getframe(1)),
-                              program_id=(), access=op, masked=False, lanes=n,
+        self.report(Violation(kind="undefined_value", kernel=self.kernel, frames=[], program_id=(), access=op,
+                              masked=False, lanes=n,
                               message=f"{op} uses undefined lanes: masked off by the load at {where}, "
                                       "which has no other=",
-                              example={"program_id": list(self.program_id()[: max(1, self.grid_ndim)]),
-                                       "lanes": idx, "loaded_at": where}))
+                              example=dict(self._example(np.argwhere(lanes.reshape(lanes.shape or (1,)))),
+                                           loaded_at=where)))
+
+    def _example(self, lanes: np.ndarray) -> dict:
+        """A finding's example: this program's id and the first few lanes (``lanes``: int (n, ndim))."""
+        return {"program_id": list(self.program_id()[: max(1, self.grid_ndim)]),
+                "lanes": [list(map(int, ix)) for ix in lanes[:_SHOWN_LANES]]}
 
     # --- debug operations ------------------------------------------------------------------------
-    def device_print(self, prefix: str, hex: bool, values) -> None:
+    def device_print(self, prefix: str, hex: bool, handles) -> None:
         """``tl.device_print``: one line per element, like the GPU's printf, ``pid (x, y, z) idx (i)``."""
         pid = ", ".join(str(i) for i in self.program_id())
         lines = []
-        for k, h in enumerate(values):
-            ty = h.dtype.scalar
-            data = np.asarray(h.data)
-            if ty.name in BITS_TYPES:
-                data = to_float(data, ty)
-            operand = f" (operand {k})" if len(values) > 1 else ""
+        for k, h in enumerate(handles):
+            data = values(h.data, h.dtype.scalar)
+            operand = f" (operand {k})" if len(handles) > 1 else ""
             fmt = _print_format(data.dtype, hex)
             if data.size == 1 and data.ndim <= 1:
                 lines.append(f"pid ({pid}) idx (){prefix}{operand}{fmt(data.reshape(-1)[0])}")
@@ -237,12 +238,9 @@ class Launch:
 
     def assert_failed(self, cond: np.ndarray, message: str) -> None:
         """A ``tl.device_assert`` (or ``assert`` in a kernel) whose condition is false in some lanes."""
-        frames = kernel_frames(sys._getframe(1))
         failing = np.argwhere(~cond.astype(bool).reshape(cond.shape if cond.ndim else (1,)))
-        lanes = [list(map(int, ix)) for ix in failing[:_SHOWN_LANES]]
-        values = _assert_values(sys._getframe(1), cond, failing[:_SHOWN_LANES])
-        example = {"program_id": list(self.program_id()[: max(1, self.grid_ndim)]), "lanes": lanes, "values": values}
-        self.report(Violation(kind="assert_failed", kernel=self.kernel, frames=frames, program_id=(),
+        example = dict(self._example(failing), values=_assert_values(sys._getframe(1), cond, failing[:_SHOWN_LANES]))
+        self.report(Violation(kind="assert_failed", kernel=self.kernel, frames=[], program_id=(),
                               access="device_assert", masked=False, lanes=len(failing),
                               message=f"device_assert failed: {message}" if message else "device_assert failed",
                               example=example))
@@ -300,9 +298,7 @@ def _assert_values(frame, cond: np.ndarray, failing: np.ndarray) -> Dict[str, li
         val = frame.f_locals.get(name)
         if not isinstance(val, tl.tensor) or not hasattr(val.handle, "data"):
             continue
-        data = np.asarray(val.handle.data)
-        if val.dtype.name in BITS_TYPES:
-            data = to_float(data, val.dtype)
+        data = values(val.handle.data, val.dtype)
         try:
             data = np.broadcast_to(data.reshape(data.shape or (1,)), cond.shape or (1,))
         except ValueError:
@@ -363,9 +359,8 @@ def scalar_specs(jit, pyfn) -> Dict[str, Tuple[str, bool]]:
 class _ArgMapper:
     """Maps a launch's arguments into the address space, and copies device storages back."""
 
-    def __init__(self, space: AddressSpace, specs: Optional[Dict[str, Tuple[str, bool]]] = None):
+    def __init__(self, space: AddressSpace):
         self.space = space
-        self.specs = specs or {}
 
     def storage(self, t: torch.Tensor) -> HostStorage:
         st = t.untyped_storage()
@@ -460,9 +455,7 @@ def bind_arguments(pyfn, args, kwargs):
 
 
 def _tensor_array(self, dtype=None, copy=None):
-    data = np.asarray(self.handle.data)
-    if self.dtype.name in BITS_TYPES:
-        data = to_float(data, self.dtype)
+    data = values(self.handle.data, self.dtype)
     return data if dtype is None else data.astype(dtype)
 
 
@@ -545,11 +538,11 @@ def _cuda_libdevice():
 _LOW_FLOATS = BITS_TYPES | {"fp16"}
 
 
-def _fast_combines():
-    std = tl.standard
-    names = ("_sum_combine", "_prod_combine", "_elementwise_max", "_elementwise_min", "_argmin_combine_tie_break_left",
-             "_argmin_combine_tie_break_fast", "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast")
-    return tuple(getattr(std, n) for n in names if hasattr(std, n))
+_FAST_COMBINE_NAMES = ("_sum_combine", "_prod_combine", "_elementwise_max", "_elementwise_min",
+                       "_argmin_combine_tie_break_left", "_argmin_combine_tie_break_fast",
+                       "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast")
+# triton.language.standard's combine functions that Triton's ReduceOps/ScanOps compute with numpy
+_FAST_COMBINES = tuple(getattr(tl.standard, n) for n in _FAST_COMBINE_NAMES if hasattr(tl.standard, n))
 
 
 def _widen(t):
@@ -582,7 +575,7 @@ def _widened(op, input):
             name = "reduction" if isinstance(op, _interp.ReduceOps) else "scan"
             launch.undefined_used(np.broadcast_to(h.undef, np.shape(h.data)), h.undef_at, name)
     first = items[0]
-    if op.combine_fn not in _fast_combines() or not isinstance(first, tl.tensor) or \
+    if op.combine_fn not in _FAST_COMBINES or not isinstance(first, tl.tensor) or \
             first.dtype.name not in _LOW_FLOATS:
         return op.apply(input)
     res = op.apply(tuple(_widen(t) for t in items))
@@ -715,7 +708,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
         return record
     fn = rewritten(pyfn)
     specs = scalar_specs(jit, pyfn)
-    mapper = _ArgMapper(launch.space, specs)
+    mapper = _ArgMapper(launch.space)
     start = time.perf_counter()
     timer = _Timer(session.timeout)
     with _lock:

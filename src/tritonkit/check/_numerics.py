@@ -161,6 +161,12 @@ def to_float(data: np.ndarray, ty) -> np.ndarray:
     return data
 
 
+def values(data: np.ndarray, ty) -> np.ndarray:
+    """The values of ``data`` as numpy numbers: bf16/fp8 bits decoded to float32, any other type's
+    storage (fp16 included) returned as it is."""
+    return to_float(data, ty) if ty.name in BITS_TYPES else np.asarray(data)
+
+
 def from_float(x: np.ndarray, ty, rtz: bool = False) -> np.ndarray:
     """Round float values ``x`` (any numpy float or integer dtype) to the storage of Triton float
     type ``ty``: to nearest even, or toward zero with ``rtz``."""
@@ -259,5 +265,5 @@ def np_storage_dtype(ty) -> np.dtype:
     return np.dtype(_get_np_dtype(ty))
 
 
-__all__ = ["BITS_TYPES", "is_bits_type", "to_float", "from_float", "float_to_int", "tf32_truncate",
+__all__ = ["BITS_TYPES", "is_bits_type", "to_float", "values", "from_float", "float_to_int", "tf32_truncate",
            "tf32_round", "dot_operands", "bf16_to_f32", "f32_to_bf16", "np_storage_dtype"]
