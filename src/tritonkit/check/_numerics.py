@@ -168,8 +168,12 @@ def values(data: np.ndarray, ty) -> np.ndarray:
 
 
 def from_float(x: np.ndarray, ty, rtz: bool = False) -> np.ndarray:
-    """Round float values ``x`` (any numpy float or integer dtype) to the storage of Triton float
-    type ``ty``: to nearest even, or toward zero with ``rtz``."""
+    """Round float values ``x`` (any numpy float or integer dtype, any shape) to the storage of Triton
+    float type ``ty`` (same shape): to nearest even, or toward zero with ``rtz``.
+
+    Raises:
+        KeyError: ``ty`` is not a float type (fp8 formats, bf16, fp16, fp32, fp64).
+    """
     name = ty.name
     x = np.asarray(x)
     if name == "bf16":
@@ -238,7 +242,13 @@ def dot_operands(a: np.ndarray, b: np.ndarray, precision: Optional[str]):
     """The float32 operand pairs whose products a tensor-core ``tl.dot`` of float32 ``a`` and ``b``
     sums for ``input_precision`` (``"tf32"``, ``"tf32x3"``, ``"ieee"``, ``"bf16x3"``, ``"bf16x6"``).
 
-    Returns a list of ``(a_part, b_part)``; the dot is the sum of ``a_part @ b_part``.
+    Args:
+        a, b: float32 arrays of shape (..., M, K) and (..., K, N).
+    Returns:
+        a list of float32 ``(a_part, b_part)`` pairs of the same shapes; the dot is the sum of
+        ``a_part @ b_part``, smallest terms first.
+    Raises:
+        ValueError: an ``input_precision`` Triton does not define.
     """
     p = (precision or "tf32").lower()
     if p == "ieee":
