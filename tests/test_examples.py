@@ -218,9 +218,15 @@ def test_softmax_mask_off_by_one(rows, cols):
     lines = marked_lines(sm, "REPORTED", "mask_off_by_one")
     # every row touches one element too many; for rows before the last it is the next row's
     # first element (inside the tensor), for the last row it is past the end
-    assert [(f.line, f.arg, f.access) for f in s.findings] == list(
-        zip(lines, ["X_ptr", "Y_ptr"], ["load", "store"]))
-    for f, line in zip(s.findings, lines):
+    oob = [f for f in s.findings if f.kind == "out_of_bounds"]
+    assert [(f.line, f.arg, f.access) for f in oob] == list(zip(lines, ["X_ptr", "Y_ptr"], ["load", "store"]))
+    # and the extra element a row stores is the next row's first, which that row's program stores too
+    (race,) = [f for f in s.findings if f.kind == "data_race"]
+    assert (race.line, race.arg, race.reason, race.other["line"]) == (lines[1], "Y_ptr", "write_write", lines[1])
+    assert race.program_ids[0] == [1] and race.other["program_ids"][0] == [0]
+    assert race.elements == f"Y_ptr[1:{rows}, 0]" and race.num_programs == rows - 1
+    assert len(s.findings) == 3
+    for f, line in zip(oob, lines):
         assert_placed(f, sm, line, "_softmax_fwd_kernel_off_by_one")
         assert (f.masked, f.reason, f.count) == (True, "past_end", 1)
         assert f.program_ids == [[rows - 1]] and f.num_programs == 1
@@ -441,9 +447,14 @@ def test_tensor_descriptor_padded_shape(M, N):
     per_program, coords, past_end = _descriptor_model(M, N, padded, (N, 1), N, bm, bn)
     assert past_end
     lines = marked_lines(td, "REPORTED", "padded_shape")
-    assert [(f.line, f.arg, f.access) for f in s.findings] == list(
+    oob = [f for f in s.findings if f.kind == "out_of_bounds"]
+    assert [(f.line, f.arg, f.access) for f in oob] == list(
         zip(lines, ["x_desc.base", "y_desc.base"], ["descriptor_load", "descriptor_store"]))
-    for f, line in zip(s.findings, lines):
+    # the padded columns of a row's last tile are the next row's first ones, which another tile stores
+    races = [f for f in s.findings if f.kind == "data_race"]
+    assert [(f.line, f.arg, f.reason) for f in races] == [(lines[1], "y_desc.base", "write_write")]
+    assert len(s.findings) == 3
+    for f, line in zip(oob, lines):
         assert_placed(f, td, line, "_bias_relu_kernel")
         assert (f.masked, f.reason) == (True, "past_end")
         assert f.tensor == tensor_info([M, N], [N, 1])
@@ -537,9 +548,11 @@ def test_script_under_tritonkit_check(name, bug, tmp_path, monkeypatch, capsys):
     assert status == 1
     module = MODULES[name]
     expected = marked_lines(module, SCRIPT_BUGS[(name, bug)], bug)
-    assert sorted(f["line"] for f in data["findings"]) == expected
+    assert sorted({f["line"] for f in data["findings"]}) == expected
     assert all(os.path.samefile(f["file"], script) for f in data["findings"])
-    assert {f["kind"] for f in data["findings"]} == {"out_of_bounds"}
+    # a row's one-too-many element is the next row's first: its program stores it too
+    races = {("softmax", "mask_off_by_one"), ("tensor_descriptor", "padded_shape")}
+    assert {f["kind"] for f in data["findings"]} == {"out_of_bounds"} | ({"data_race"} if (name, bug) in races else set())
 
 
 def test_script_in_a_subprocess():

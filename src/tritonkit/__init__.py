@@ -6,12 +6,14 @@ The public API is small and imported lazily (``import tritonkit`` does not impor
   CPU interpreter; read ``session.findings`` afterwards.
 * :func:`tritonkit.check_launch` — check one launch of one kernel.
 * :class:`tritonkit.Finding` — one folded finding (plain data, ``to_dict()`` for JSON).
+* :func:`tritonkit.mark_uninitialized` — declare a buffer's elements uninitialized (``torch.empty*``
+  allocations are tracked automatically while checking).
 """
 from ._version import __version__
 
-__all__ = ["__version__", "checking", "check_launch", "CheckSession", "Finding", "CheckAborted"]
+__all__ = ["__version__", "checking", "check_launch", "CheckSession", "Finding", "CheckAborted", "mark_uninitialized"]
 
-_LAZY = {"checking", "check_launch", "CheckSession", "Finding", "CheckAborted"}
+_LAZY = {"checking", "check_launch", "CheckSession", "Finding", "CheckAborted", "mark_uninitialized"}
 
 
 def __getattr__(name):

@@ -31,10 +31,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"tritonkit {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     c = sub.add_parser("check", help="run a script with every Triton launch checked on the CPU",
-                       usage="tritonkit check [--json FILE] [--stop-on-first] [--timeout S] [--pdb] "
-                             "-- python SCRIPT.py [ARGS...]",
+                       usage="tritonkit check [--json FILE] [--nan] [--checks KINDS] [--stop-on-first] [--timeout S] "
+                             "[--pdb] -- python SCRIPT.py [ARGS...]",
                        description="Run SCRIPT in this process; every @triton.jit launch in it runs in tritonkit's "
-                                   "checked CPU interpreter, which reports out-of-bounds loads, stores and atomics.")
+                                   "checked CPU interpreter, which reports out-of-bounds accesses, undefined values, "
+                                   "data races between programs, reads of uninitialized memory, integer overflow in "
+                                   "addresses, failed asserts and (with --nan) where NaN/Inf values are made.")
     c.add_argument("--json", metavar="FILE", help="also write the findings as JSON to FILE")
     c.add_argument("--stop-on-first", action="store_true", help="stop the script at the first finding")
     c.add_argument("--pdb", action="store_true",
@@ -42,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
                         "program (its tensors print as numpy arrays); 'c' goes on checking")
     c.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="stop a launch that runs longer than this and report where it was")
+    c.add_argument("--nan", action="store_true",
+                   help="also report where NaN/Inf values that reach memory were made (the nan_inf check; off by "
+                        "default: some kernels use Inf on purpose, and it costs time)")
+    c.add_argument("--checks", metavar="KINDS",
+                   help="run only these checks, comma-separated: out_of_bounds, undefined_value, data_race, "
+                        "uninitialized_read, int_overflow, nan_inf (default: all but nan_inf)")
     c.add_argument("--no-checks", action="store_true",
                    help="run the interpreter without checks (accesses outside a tensor's storage are still "
                         "dropped, silently); for timing")
@@ -81,6 +89,26 @@ def _resolve_target(target: List[str]):
     return "script", script, [script, *target[1:]]
 
 
+def _checks_option(args) -> Optional[List[str]]:
+    """The checks asked for by --checks/--nan/--no-checks (None: the defaults)."""
+    from .check import CHECK_KINDS
+
+    if args.no_checks:
+        if args.checks or args.nan:
+            raise _Usage("--no-checks runs no check: drop --checks/--nan, or --no-checks")
+        return []
+    if not args.checks:
+        return None
+    kinds = [k.strip() for k in args.checks.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in CHECK_KINDS]
+    if unknown or not kinds:
+        raise _Usage(f"--checks: unknown check {', '.join(unknown) or '(none given)'}; choose from "
+                     f"{', '.join(CHECK_KINDS)}")
+    if args.nan and "nan_inf" not in kinds:
+        kinds.append("nan_inf")
+    return kinds
+
+
 def _print_script_traceback(exc: BaseException) -> None:
     """Print the script's traceback without runpy's and tritonkit's own frames."""
     te = traceback.TracebackException.from_exception(exc)
@@ -111,6 +139,7 @@ def _cmd_check(args) -> int:
                 raise _Usage(f"cannot write --json {args.json}: no directory {directory}")
         if args.timeout is not None and args.timeout <= 0:
             raise _Usage("--timeout must be a positive number of seconds")
+        checks = _checks_option(args)
     except _Usage as e:
         print(f"tritonkit check: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -133,8 +162,8 @@ def _cmd_check(args) -> int:
         sys.path.insert(0, os.getcwd())
     session = None
     try:
-        with checking(checks=[] if args.no_checks else None, stop_on_first=args.stop_on_first,
-                      timeout=args.timeout, pdb=args.pdb) as session:
+        with checking(checks=checks, stop_on_first=args.stop_on_first, timeout=args.timeout, pdb=args.pdb,
+                      nan=args.nan) as session:
             if kind == "script":
                 runpy.run_path(what, run_name="__main__")
             else:

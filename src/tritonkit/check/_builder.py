@@ -21,7 +21,7 @@ import triton.language as tl
 from triton._C.libtriton import ir as _ir
 from triton.runtime import interpreter as _interp
 
-from . import _undefined
+from . import _taint, _undefined
 from ._numerics import BITS_TYPES, dot_operands, float_to_int, from_float, to_float
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,20 +87,27 @@ def _rmw_fn(op: str, elem_ty, vals: np.ndarray):
     return lambda old, pos: f(old, vals[pos]).astype(old.dtype)
 
 
-# builder methods that compute elementwise and are not overridden: wrapped to carry undefined lanes
+# builder methods that compute elementwise and are not overridden (or call no hook themselves):
+# wrapped to carry lane taints and to look for NaN/Inf origins
 _ELEMENTWISE = ("cast_impl", "create_fp_to_fp", "create_bitcast", "create_fma", "create_idiv", "create_ashr",
                 "create_umulhi", "create_fabs", "create_erf", "create_rsqrt", "create_addptr", "create_splat",
                 "create_extern_elementwise", "create_clampf")
 
 
-def _carrying(fn):
-    def carrying(*args):
-        out = fn(*args)
-        if any(getattr(a, "undef", None) is not None for a in args) and isinstance(out, TensorHandle):
-            _undefined.carry(out, *(a for a in args if isinstance(a, TensorHandle)))
-        return out
-    carrying.__name__ = fn.__name__
-    return carrying
+_SEMS = {"ACQUIRE_RELEASE": "acq_rel", "ACQUIRE": "acquire", "RELEASE": "release", "RELAXED": "relaxed"}
+
+
+def _sem(sem) -> str:
+    """An atomic's memory semantics as Triton spells them (``"acq_rel"``, ``"relaxed"``, ...)."""
+    name = getattr(sem, "name", None) or str(sem).rsplit(".", 1)[-1]
+    return _SEMS.get(name, name.lower())
+
+
+def _region_of(space, res):
+    """The region of an access's first active lane (None when it points into no argument)."""
+    if res.n == 0:
+        return None
+    return space.region(res.single_slot if res.single_slot >= 0 else int(res.slot[0]))
 
 
 class CheckedBuilder(_interp.InterpreterBuilder):
@@ -114,25 +121,38 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         self.launch = launch
         self._masked = True
         self._op = None
-        # elementwise operations not overridden below carry undefined lanes from inputs to result
         for name in _ELEMENTWISE:
             fn = getattr(self, name, None)
             if fn is not None:
-                setattr(self, name, _carrying(fn))
+                setattr(self, name, self._tracking(fn, name.replace("create_", "").replace("_impl", "")))
 
-    # --- shape operations carry undefined lanes ------------------------------------------------------
+    def _tracking(self, fn, label):
+        launch = self.launch
+
+        def tracking(*args):
+            out = fn(*args)
+            if isinstance(out, TensorHandle):
+                if any(getattr(a, "tainted", False) for a in args):
+                    _taint.carry(out, *(a for a in args if isinstance(a, TensorHandle)))
+                if launch.nan is not None:
+                    launch.nan.result(launch, label, out, [a for a in args if isinstance(a, TensorHandle)])
+            return out
+        tracking.__name__ = fn.__name__
+        return tracking
+
+    # --- shape operations carry lane taints ------------------------------------------------------------
     def create_broadcast(self, arg, shape):
-        return _undefined.carry_shape(super().create_broadcast(arg, shape), arg, lambda u: np.broadcast_to(u, shape))
+        return _taint.carry_shape(super().create_broadcast(arg, shape), arg, lambda u: np.broadcast_to(u, shape))
 
     def create_expand_dims(self, arg, axis):
-        return _undefined.carry_shape(super().create_expand_dims(arg, axis), arg, lambda u: np.expand_dims(u, axis))
+        return _taint.carry_shape(super().create_expand_dims(arg, axis), arg, lambda u: np.expand_dims(u, axis))
 
     def create_reshape(self, arg, shape, *rest):
         out = super().create_reshape(arg, shape, *rest)
-        return _undefined.carry_shape(out, arg, lambda u: np.broadcast_to(u, np.shape(arg.data)).reshape(shape))
+        return _taint.carry_shape(out, arg, lambda u: np.broadcast_to(u, np.shape(arg.data)).reshape(shape))
 
     def create_trans(self, arg, perm):
-        return _undefined.carry_shape(super().create_trans(arg, perm), arg, lambda u: np.transpose(u, perm))
+        return _taint.carry_shape(super().create_trans(arg, perm), arg, lambda u: np.transpose(u, perm))
 
     # --- numerics like the GPU: bf16/fp8 decoded to fp32, rounded back after every operation ----------
     def binary_op(self, lhs, rhs, op):
@@ -141,8 +161,13 @@ class CheckedBuilder(_interp.InterpreterBuilder):
                            lhs.dtype.scalar)
         else:
             out = super().binary_op(lhs, rhs, op)
-        if lhs.undef is not None or rhs.undef is not None:
-            _undefined.carry(out, lhs, rhs)
+        if lhs.tainted or rhs.tainted:
+            _taint.carry(out, lhs, rhs)
+        launch = self.launch
+        if launch.overflow is not None and out.data.dtype.kind == "i":
+            launch.overflow.arithmetic(launch, op, out, lhs, rhs)
+        if launch.nan is not None:
+            launch.nan.result(launch, op, out, (lhs, rhs))
         return out
 
     def unary_op(self, arg, op):
@@ -150,8 +175,10 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             out = _rounded(op(to_float(arg.data, arg.dtype.scalar)), arg.dtype.scalar)
         else:
             out = super().unary_op(arg, op)
-        if arg.undef is not None:
-            _undefined.carry(out, arg)
+        if arg.tainted:
+            _taint.carry(out, arg)
+        if self.launch.nan is not None:
+            self.launch.nan.result(self.launch, op, out, (arg,))
         return out
 
     def ternary_op(self, lhs, rhs, other, op):
@@ -161,9 +188,11 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         else:
             out = super().ternary_op(lhs, rhs, other, op)
         if op is np.where:
-            return _undefined.select(out, lhs, rhs, other)
-        if lhs.undef is not None or rhs.undef is not None or other.undef is not None:
-            _undefined.carry(out, lhs, rhs, other)
+            return _taint.select(out, lhs, rhs, other)
+        if lhs.tainted or rhs.tainted or other.tainted:
+            _taint.carry(out, lhs, rhs, other)
+        if self.launch.nan is not None:
+            self.launch.nan.result(self.launch, op, out, (lhs, rhs, other))
         return out
 
     def create_fma(self, x, y, z):
@@ -197,7 +226,10 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             return TensorHandle(data, d)
         if d.is_floating():
             return TensorHandle(from_float(src.data.astype(np.float64), d), d)
-        return super().cast_impl(src, dst_type)
+        out = super().cast_impl(src, dst_type)
+        if self.launch.overflow is not None:
+            self.launch.overflow.narrowing_cast(self.launch, src, out)
+        return out
 
     def create_fp_to_fp(self, src, dst_type, rounding_mode):
         s, d = src.dtype.scalar, dst_type.scalar
@@ -208,7 +240,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         at, bt, dt = a.dtype.scalar, b.dtype.scalar, d.dtype.scalar
         if at.is_int():  # integer MMA: exact products, accumulator wraps at its width
             acc = np.matmul(a.data.astype(np.int64), b.data.astype(np.int64)) + d.data.astype(np.int64)
-            return _undefined.dot(TensorHandle(acc.astype(np_dtype_of(dt)), dt), a, b, d)
+            return _taint.dot(TensorHandle(acc.astype(np_dtype_of(dt)), dt), a, b, d)
         x, y = to_float(a.data, at), to_float(b.data, bt)
         if at.name == "fp64":
             pairs = [(x, y)]
@@ -222,7 +254,10 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             part = np.matmul(p, q)
             out = part if out is None else out + part
         out = out + to_float(d.data, dt)
-        return _undefined.dot(TensorHandle(from_float(out, dt), dt), a, b, d)
+        res = _taint.dot(TensorHandle(from_float(out, dt), dt), a, b, d)
+        if self.launch.nan is not None:
+            self.launch.nan.dot(self.launch, res, a, b, d)
+        return res
 
     # --- plain loads and stores ------------------------------------------------------------------
     def create_load(self, ptr, *rest, **kw):
@@ -250,30 +285,45 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         else:
             out = np.array(np.broadcast_to(other.data, shape), dtype=dtype)
         mask_data = _mask_data(mask)
-        res = self.launch.access(self._op or "load", "load", ptrs.data, mask_data, dtype.itemsize, self._masked)
-        self.launch.space.gather(res, dtype, out.reshape(-1))
-        if ptrs.undef is not None:
-            self.launch.undefined_used(_undefined.active(ptrs, shape, mask_data), ptrs.undef_at, "load address")
-        if other is None and mask_data is not None and self._masked and self.launch.session.track_undefined:
+        launch = self.launch
+        op = self._op or "load"
+        res = launch.access(op, "load", ptrs.data, mask_data, dtype.itemsize, self._masked, ptrs)
+        launch.space.gather(res, dtype, out.reshape(-1))
+        if other is None and mask_data is not None and self._masked and launch.session.track_undefined:
             off = ~np.broadcast_to(mask_data, shape)
-            if off.any():
-                return _undefined.poison(out, off, elem_ty, self.launch.here())
-        if other is not None and other.undef is not None:
-            return _undefined.carry(TensorHandle(out, elem_ty), other)
-        return TensorHandle(out, elem_ty)
+            h = _undefined.poison(out, off, elem_ty, launch.here()) if off.any() else TensorHandle(out, elem_ty)
+        else:
+            h = TensorHandle(out, elem_ty)
+            if other is not None and other.tainted:
+                _taint.carry(h, other)
+        if launch.nan is not None:
+            launch.nan.loaded(launch, h, _performed(res, shape), _region_of(launch.space, res), res,
+                              launch.sentinel_bits(elem_ty))
+        return h
 
     def create_masked_store(self, ptrs, value, mask, *rest, **kw):
         elem_ty = ptrs.get_element_ty()
         dtype = np_dtype_of(elem_ty)
         shape = ptrs.data.shape
         mask_data = _mask_data(mask)
-        res = self.launch.access(self._op or "store", "store", ptrs.data, mask_data, dtype.itemsize, self._masked)
-        if value.undef is not None:  # lanes out of bounds were reported as such and are not written
-            self.launch.undefined_used(_undefined.active(value, shape, _performed(res, shape)), value.undef_at,
-                                       self._op or "store")
-        if ptrs.undef is not None:
-            self.launch.undefined_used(_undefined.active(ptrs, shape, mask_data), ptrs.undef_at, "store address")
-        self.launch.space.scatter(res, _flat(value.data, shape, dtype))
+        launch = self.launch
+        op = self._op or "store"
+        res = launch.access(op, "store", ptrs.data, mask_data, dtype.itemsize, self._masked, ptrs)
+        self._stored(op, value, shape, res)
+        launch.space.scatter(res, _flat(value.data, shape, dtype))
+
+    def _stored(self, op, value, shape, res) -> None:
+        """Values leaving the kernel for memory: undefined lanes and NaN/Inf origins are reported here
+        (only lanes really written: out-of-bounds lanes are reported as such and not written)."""
+        launch = self.launch
+        if not value.tainted:
+            return
+        performed = _performed(res, shape)
+        if value.undef is not None:
+            launch.undefined_used(_taint.active(value, "undef", shape, performed), value.undef_at, op)
+        if launch.nan is not None and value.nan is not None:
+            region = _region_of(launch.space, res)
+            launch.nan.stored(launch, value, shape, performed, op, region.describe() if region else None)
 
     # --- descriptors and block pointers: label the access, reuse the masked paths ------------------
     def _labelled(self, op, fn, *args, **kw):
@@ -307,11 +357,9 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         elem_ty = ptr.get_element_ty()
         dtype = np_dtype_of(elem_ty)
         shape = ptr.data.shape
-        if val.undef is not None:
-            self.launch.undefined_used(_undefined.active(val, shape, _mask_data(mask)), val.undef_at,
-                                       f"atomic_{op.lower()}")
-        res = self.launch.access(f"atomic_{op.lower()}", "atomic", ptr.data,
-                                 _mask_data(mask), dtype.itemsize, True)
+        name = f"atomic_{op.lower()}"
+        res = self.launch.access(name, "atomic", ptr.data, _mask_data(mask), dtype.itemsize, True, ptr, _sem(sem))
+        self._stored(name, val, shape, res)
         vals = _flat(val.data, shape, dtype)[res.lanes]
         olds = self.launch.space.read_modify_write(res, dtype, _rmw_fn(op, elem_ty, vals))
         out = np.zeros(shape, dtype=dtype)
@@ -322,7 +370,8 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         elem_ty = ptr.get_element_ty()
         dtype = np_dtype_of(elem_ty)
         shape = ptr.data.shape
-        res = self.launch.access("atomic_cas", "atomic", ptr.data, None, dtype.itemsize, True)
+        res = self.launch.access("atomic_cas", "atomic", ptr.data, None, dtype.itemsize, True, ptr, _sem(sem))
+        self._stored("atomic_cas", val, shape, res)
         cmps = _flat(cmp.data, shape, dtype)[res.lanes]
         vals = _flat(val.data, shape, dtype)[res.lanes]
         olds = self.launch.space.read_modify_write(

@@ -25,11 +25,11 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter as _interp
 
-from . import _undefined
+from . import _taint
 from ._builder import CheckedBuilder, np_dtype_of
 from ._numerics import BITS_TYPES, from_float, to_float, values
 from ._memory import AddressSpace, HostStorage, Resolved
-from .checks import Access
+from .checks import Access, Check
 from .findings import Frame, Violation
 
 _TRITONKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -173,25 +173,86 @@ class Launch:
         self.config = config
         self.space = AddressSpace()
         self.checks = session.checks
+        # checks the builder calls on values (set by the checks' begin_launch), and their per-launch state
+        self.overflow = None
+        self.nan = None
+        self.race_state = None
+        self.uninit_state = None
+        self.program_hooks = [c for c in self.checks if type(c).on_program is not Check.on_program]
+        self.pid_linear = 0
         self.builder = CheckedBuilder(self)
         self.record = LaunchRecord(kernel=kernel, grid=grid, config=config)
         self.spec_key: tuple = ()
+        self._site_ids: Dict[tuple, int] = {}
+        self._sites: List[Tuple[str, List[Frame]]] = []
 
     def program_id(self) -> Tuple[int, ...]:
         return tuple(int(i) for i in self.builder.grid_idx)
 
+    def program_of(self, linear: int) -> Tuple[int, ...]:
+        """The (x, y, z) program id of a linear one (``x + gx * (y + gy * z)``), cut to the grid's dims."""
+        gx, gy, _ = self.grid
+        pid = (linear % gx, (linear // gx) % gy, linear // (gx * gy))
+        return pid[: max(1, self.grid_ndim)]
+
+    def begin_program(self, x: int, y: int, z: int) -> None:
+        """Make (x, y, z) the running program."""
+        self.builder.set_grid_idx(x, y, z)
+        self.pid_linear = x + self.grid[0] * (y + self.grid[1] * z)
+        for check in self.program_hooks:
+            check.on_program(self)
+
+    def site_id(self, op: str) -> int:
+        """A small integer for (``op``, the kernel frames of the running operation), for checks that
+        remember where an access was made (e.g. the other side of a data race)."""
+        key = [op]
+        f = sys._getframe(1)
+        while f is not None:
+            if _user_code(f.f_code):
+                key.append((f.f_code, f.f_lineno))
+            f = f.f_back
+        key = tuple(key)
+        sid = self._site_ids.get(key)
+        if sid is None:
+            sid = self._site_ids[key] = len(self._sites)
+            self._sites.append((op, [Frame(c.co_filename, ln, c.co_name) for c, ln in key[1:]]))
+        return sid
+
+    def site(self, sid: int) -> Tuple[str, List[Frame]]:
+        """The (op, kernel frames innermost first) of a :meth:`site_id`."""
+        return self._sites[sid]
+
+    def sentinel_bits(self, elem_ty) -> Optional[int]:
+        """The bits an uninitialized element of this Triton type holds while they are tracked, or None."""
+        if getattr(self.session, "uninitialized", None) is None:
+            return None
+        from .checks.uninitialized import sentinel_of_type
+        return sentinel_of_type(elem_ty)
+
     def access(self, op: str, kind: str, addrs: np.ndarray, mask: Optional[np.ndarray], size: int,
-               masked: bool) -> Resolved:
-        """Resolve and check one memory operation; returns the lanes to perform (``res.ok``)."""
+               masked: bool, ptrs=None, sem: str = "") -> Resolved:
+        """Resolve and check one memory operation; returns the lanes to perform (``res.ok``).
+
+        ``ptrs`` (the address handle) is given to report taints of the address (undefined lanes,
+        overflowed offsets); ``sem`` is an atomic's memory semantics.
+        """
         res = self.space.resolve(addrs, mask)
         self.record.accesses += 1
         self.record.lanes += res.n
-        if self.checks:
-            acc = Access(op=op, kind=kind, size=size, masked=masked, shape=addrs.shape)
-            for check in self.checks:
-                check.on_access(self, acc, res)
         if not self.session.bounds_enforced:
             res.keep(self.space.in_storage(res, size))
+        if self.checks:
+            acc = Access(op=op, kind=kind, size=size, masked=masked, shape=addrs.shape, sem=sem)
+            for check in self.checks:
+                check.on_access(self, acc, res)
+        if ptrs is not None and ptrs.tainted:
+            shape = addrs.shape
+            if ptrs.undef is not None:
+                self.undefined_used(_taint.active(ptrs, "undef", shape, mask), ptrs.undef_at, f"{op} address")
+            if ptrs.ovf is not None and self.overflow is not None:
+                region = self.space.region(res.single_slot if res.single_slot >= 0 else
+                                           (int(res.slot[0]) if res.n else 0))
+                self.overflow.address_used(self, ptrs, shape, mask, op, region.describe() if region else None)
         return res
 
     def here(self) -> List[Frame]:
@@ -375,7 +436,7 @@ class _ArgMapper:
                 host, dev = st.cpu(), st
             nbytes = host.nbytes()
             buf_t = torch.empty(0, dtype=torch.uint8).set_(host, 0, (nbytes,), (1,))
-            hs = HostStorage(buf=buf_t.numpy(), device_storage=dev, host_storage=host)
+            hs = HostStorage(buf=buf_t.numpy(), device_storage=dev, host_storage=host, key=key + (st.nbytes(),))
             self.space.storages[key] = hs
         return hs
 
@@ -508,7 +569,7 @@ class _Patched:
         for lang in (tl, tl.core):
             scope.set_attr(lang, "static_print", _static_print)
             scope.set_attr(lang, "static_assert", _static_assert)
-        _undefined.install(scope)
+        _taint.install(scope)
         self.errstate = np.errstate(all="ignore")  # the GPU raises no floating-point exceptions
         self.errstate.__enter__()
         self.scope = scope
@@ -574,6 +635,17 @@ def _widened(op, input):
         if launch is not None and getattr(h, "undef", None) is not None:
             name = "reduction" if isinstance(op, _interp.ReduceOps) else "scan"
             launch.undefined_used(np.broadcast_to(h.undef, np.shape(h.data)), h.undef_at, name)
+    res = _reduce_or_scan(op, input, items)
+    if launch is not None and launch.nan is not None:
+        outs = res if isinstance(res, tuple) else (res,)
+        name = getattr(getattr(op.combine_fn, "fn", op.combine_fn), "__name__", "reduction").strip("_").replace("_combine", "")
+        for o, i in zip(outs, items):
+            launch.nan.reduced(launch, name, o, i)
+    return res
+
+
+def _reduce_or_scan(op, input, items):
+    """Run a reduce/scan op, with 16- and 8-bit floats widened for the built-in combines."""
     first = items[0]
     if op.combine_fn not in _FAST_COMBINES or not isinstance(first, tl.tensor) or \
             first.dtype.name not in _LOW_FLOATS:
@@ -722,7 +794,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
                     for x in range(dims[0]):
                         for y in range(dims[1]):
                             for z in range(dims[2]):
-                                launch.builder.set_grid_idx(x, y, z)
+                                launch.begin_program(x, y, z)
                                 fn(**call_args)
                                 record.programs += 1
         except _LaunchTimeout as e:

@@ -48,6 +48,7 @@ class HostStorage:
     device_storage: Optional[object] = None  # torch.UntypedStorage on the device, None for CPU
     host_storage: Optional[object] = None
     written: bool = False
+    key: tuple = ()  # (device, data pointer, bytes) of the torch storage
     _typed: Dict[np.dtype, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property

@@ -70,7 +70,8 @@ def _tensors(values) -> List:
 
 
 class _Snapshot:
-    """Copies of the storages of some tensors, to undo a config's side effects."""
+    """Copies of the storages of some tensors (and of which of their elements are uninitialized),
+    to undo a config's side effects."""
 
     def __init__(self, tensors):
         self.saved: Dict[int, tuple] = {}
@@ -78,10 +79,15 @@ class _Snapshot:
             st = t.untyped_storage()
             if st.data_ptr() not in self.saved:
                 self.saved[st.data_ptr()] = (st, st.clone())
+        tracked = _session().uninitialized
+        self.uninitialized = tracked.save(tensors) if tracked is not None else {}
 
     def restore(self) -> None:
         for st, copy in self.saved.values():
             st.copy_(copy)
+        tracked = _session().uninitialized
+        if tracked is not None:
+            tracked.restore(self.uninitialized)
 
 
 def _run_config(self, args, kwargs, config) -> None:

@@ -8,7 +8,7 @@ from typing import Dict, Iterator, List, Optional
 
 from . import _patches
 from ._launch import CheckAborted, InternalError, Launch, LaunchRecord
-from .checks import BoundsCheck, Check
+from .checks import BoundsCheck, Check, default_checks, make_checks
 from .findings import Finding, FindingLog, Violation
 
 _active: Optional["CheckSession"] = None
@@ -38,9 +38,12 @@ class CheckSession:
     Create it with :func:`checking` rather than directly.
 
     Args:
-        checks: the checks to run; None for the defaults (out-of-bounds, and undefined values:
-            masked-off lanes of loads without ``other=`` poisoned and tracked). An empty list runs
-            the interpreter with only the safety net (lanes outside a storage are dropped unreported).
+        checks: the checks to run, as finding kinds (``"out_of_bounds"``, ``"undefined_value"``,
+            ``"data_race"``, ``"uninitialized_read"``, ``"int_overflow"``, ``"nan_inf"``) or
+            :class:`~tritonkit.check.checks.Check` instances; None for the defaults (all but
+            ``nan_inf``). An empty list runs the interpreter with only the safety net (lanes outside a
+            storage are dropped unreported).
+        nan: add the ``nan_inf`` check to the defaults (ignored when ``checks`` is given).
         stop_on_first: stop the program (raise :class:`CheckAborted`) at the first finding.
         timeout: seconds one launch may run before it is stopped and reported, None for no limit
             (ignored with ``pdb``: time spent in the debugger is not the kernel's).
@@ -49,14 +52,15 @@ class CheckSession:
     """
 
     def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
-                 timeout: Optional[float] = None, pdb: bool = False) -> None:
-        self.checks: List[Check] = [BoundsCheck()] if checks is None else list(checks)
+                 timeout: Optional[float] = None, pdb: bool = False, nan: bool = False) -> None:
+        self.checks: List[Check] = default_checks(nan=nan) if checks is None else make_checks(checks)
         self.bounds_enforced = any(isinstance(c, BoundsCheck) for c in self.checks)
+        self.uninitialized = None  # the tracked allocations, while the uninitialized_read check runs
         self.stop_on_first = stop_on_first
         self.timeout = None if pdb else timeout
         self.pdb = pdb
         # masked-off lanes of loads without other= are poisoned and tracked (undefined_value findings)
-        self.track_undefined = checks is None or any(getattr(c, "kind", "") == "undefined_value" for c in self.checks)
+        self.track_undefined = any(c.kind == "undefined_value" for c in self.checks)
         self.pdb_done = False
         self.launches: List[LaunchRecord] = []
         self._log = FindingLog()
@@ -90,6 +94,7 @@ class CheckSession:
             "empty_grids": sum(r.status == "empty_grid" for r in self.launches),
             "seconds": sum(r.seconds for r in self.launches),
             "findings_by_kind": by_kind,
+            "checks": [c.kind for c in self.checks],
             "aborted": self.aborted,
         }
 
@@ -114,8 +119,12 @@ class CheckSession:
         k.launches += 1
         if launch.config is not None and launch.config not in k.configs:
             k.configs.append(launch.config)
+        for check in self.checks:
+            check.begin_launch(launch)
 
     def _end_launch(self, launch: Launch) -> None:
+        for check in self.checks:
+            check.end_launch(launch)
         k = self._kernels[launch.kernel]
         k.programs += launch.record.programs
         k.seconds += launch.record.seconds
@@ -174,7 +183,7 @@ def _on_stack(frame) -> bool:
 
 @contextlib.contextmanager
 def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
-             timeout: Optional[float] = None, pdb: bool = False) -> Iterator[CheckSession]:
+             timeout: Optional[float] = None, pdb: bool = False, nan: bool = False) -> Iterator[CheckSession]:
     """Check every Triton kernel launched inside the ``with`` block on the CPU.
 
     Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
@@ -183,16 +192,19 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
     distinct key (outputs are restored after each but the first config, which is the one kept).
 
     Args:
-        checks: the checks to run (None: the defaults).
+        checks: the checks to run, as finding kinds or Check instances (None: the defaults, every
+            kind but ``nan_inf``).
         stop_on_first: raise :class:`CheckAborted` at the first finding.
         timeout: seconds a launch may run before it is stopped and reported (None: no limit).
         pdb: open pdb at the first finding, in the kernel frame of the offending program.
+        nan: also report where NaN/Inf values that reach memory were made (``nan_inf``).
 
     Yields:
         the :class:`CheckSession`; read ``session.findings`` after the block.
 
     Raises:
         RuntimeError: if a session is already active (sessions do not nest).
+        ValueError: an unknown check kind in ``checks``.
         CheckAborted: out of the block, when a kernel could not finish or ``stop_on_first`` fired;
             the reason is in ``session.findings``.
 
@@ -203,25 +215,32 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         assert not session.findings
     """
     global _active
-    session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb)
+    session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan)
     with _active_lock:
         if _active is not None:
             raise RuntimeError("a tritonkit check session is already active: sessions do not nest")
         _active = session
     _patches.install()
+    started: List[Check] = []
     try:
+        for check in session.checks:
+            check.begin_session(session)
+            started.append(check)
         yield session
     except CheckAborted as e:
         if session.aborted is None:
             session.aborted = str(e)
         raise
     finally:
+        for check in reversed(started):
+            check.end_session(session)
         _patches.uninstall()
         with _active_lock:
             _active = None
 
 
-def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, **kwargs) -> CheckSession:
+def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, nan: bool = False,
+                 **kwargs) -> CheckSession:
     """Check one launch of one kernel: ``kernel[grid](*args, **kwargs)`` in the checked interpreter.
 
     Args:
@@ -230,6 +249,7 @@ def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, **kw
         grid: the launch grid (tuple of program counts, or a callable of the arguments).
         *args, **kwargs: the kernel's arguments, as for ``kernel[grid](...)``.
         checks: the checks to run (None: the defaults).
+        nan: also run the ``nan_inf`` check.
 
     Returns:
         the :class:`CheckSession` with the findings and the launch record. A launch that could
@@ -237,7 +257,7 @@ def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, **kw
         raised.
     """
     try:
-        with checking(checks=checks) as session:
+        with checking(checks=checks, nan=nan) as session:
             kernel[grid](*args, **kwargs)
     except InternalError:
         raise

@@ -21,6 +21,8 @@ KINDS = ("out_of_bounds", "undefined_value", "data_race", "uninitialized_read", 
 _MAX_PROGRAMS = 8  # program ids kept in a finding
 _MAX_ELEMENTS = 1 << 16  # distinct element offsets kept per finding to describe them
 _SHOWN_INDICES = 8
+# kinds whose message quotes one occurrence's values: the first occurrence's message stands for all
+_FIRST_MESSAGE_ONLY = ("int_overflow", "nan_inf", "uninitialized_read", "undefined_value")
 
 
 @dataclasses.dataclass
@@ -69,6 +71,7 @@ class Violation:
     addresses: Optional[List[int]] = None
     message: str = ""
     example: Optional[dict] = None
+    other: Optional[dict] = None  # data_race: the other side ({"access", "frames", "program_ids"})
 
 
 @dataclasses.dataclass
@@ -101,8 +104,12 @@ class Finding:
         call_stack: the jitted functions from the kernel down to the line (``file``, ``line``,
             ``function``), outermost first.
         message: a one-line description.
-        examples: for ``assert_failed``, the first few failing programs: ``{"program_id", "lanes"
-            (indices in the block), "values" (the condition's variables at those lanes)}``.
+        examples: the first few occurrences' facts, per kind: for ``assert_failed`` ``{"program_id",
+            "lanes" (indices in the block), "values" (the condition's variables at those lanes)}``; for
+            ``int_overflow`` ``{"program_id", "values": [{"lane", "lhs", "rhs", "exact", "wrapped"}],
+            "access_at"}``; for ``nan_inf`` ``{"program_id", "lane", "inputs", "result", "stored_at"}``.
+        other: for ``data_race``, the other side of the race: ``{"file", "line", "source", "function",
+            "access", "program_ids"}`` (the program ids that made it, first few).
     """
 
     kind: str
@@ -129,6 +136,7 @@ class Finding:
     call_stack: List[dict] = dataclasses.field(default_factory=list)
     message: str = ""
     examples: List[dict] = dataclasses.field(default_factory=list)
+    other: Optional[dict] = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -158,6 +166,7 @@ class _Fold:
         self.messages: Dict[str, None] = {}
         self.reasons: Dict[str, int] = {}
         self.examples: List[dict] = []
+        self.other_programs: Dict[Tuple[int, ...], None] = {}
 
     def add(self, v: Violation, launch_id: int) -> None:
         self.count += v.lanes
@@ -170,7 +179,7 @@ class _Fold:
         self.accesses.setdefault(v.access, None)
         self.masked = self.masked or v.masked
         self.launch_ids.setdefault(launch_id, None)
-        if v.message:
+        if v.message and (not self.messages or v.kind not in _FIRST_MESSAGE_ONLY):
             self.messages.setdefault(v.message, None)
         if v.offsets is not None and not self.elements_capped:
             for row in map(tuple, v.offsets.tolist()):
@@ -180,8 +189,20 @@ class _Fold:
                     break
         if v.example is not None and len(self.examples) < _MAX_PROGRAMS:
             self.examples.append(v.example)
+        if v.other is not None and len(self.other_programs) < _MAX_PROGRAMS:
+            for p in v.other.get("program_ids", []):
+                self.other_programs.setdefault(tuple(p), None)
         if v.addresses and len(self.addresses) < _SHOWN_INDICES:
             self.addresses.extend(v.addresses[: _SHOWN_INDICES - len(self.addresses)])
+
+    def _other(self) -> Optional[dict]:
+        o = self.first.other
+        if o is None:
+            return None
+        frames = o.get("frames") or []
+        fr = frames[0] if frames else Frame("<unknown>", 0, "")
+        return {"file": fr.file, "line": fr.line, "source": fr.source().strip(), "function": fr.function,
+                "access": o.get("access", ""), "program_ids": [list(p) for p in self.other_programs][:_MAX_PROGRAMS]}
 
     def finding(self) -> Finding:
         v = self.first
@@ -201,6 +222,7 @@ class _Fold:
             reasons=dict(self.reasons), configs=list(self.configs), occurrences=self.occurrences,
             launches=len(self.launch_ids),
             call_stack=[dataclasses.asdict(fr) for fr in reversed(v.frames)], examples=list(self.examples),
+            other=self._other(),
         )
         f.message = "; ".join(self.messages) if self.messages else _message(f)
         f.hint = _hint(f)
@@ -259,7 +281,21 @@ def _message(f: Finding) -> str:
             msg += " (" + ", ".join(f"{n} {_REASON_TEXT.get(r, r).replace(' of', '').replace(' in', '')}"
                                     for r, n in sorted(f.reasons.items(), key=lambda kv: -kv[1])) + ")"
         return msg
+    if f.kind == "data_race" and f.other:
+        o = f.other
+        mine = _program(f.program_ids[0]) if f.program_ids else "?"
+        theirs = _program(o["program_ids"][0]) if o.get("program_ids") else "?"
+        what = {"write_write": "both store", "write_read": "one stores what the other loads",
+                "read_write": "one loads what the other stores"}.get(f.reason, f.reason)
+        return (f"{f.access} of `{f.arg}` in program {mine} races with the {o['access']} at line {o['line']} in "
+                f"program {theirs}: {what} {f.elements or 'the same elements'}, with no atomic or lock between them")
+    if f.kind == "uninitialized_read":
+        return f"{f.access} reads {f.elements} before anything wrote it"
     return f.kind
+
+
+def _program(p) -> str:
+    return "(" + ", ".join(str(i) for i in p) + ("," if len(p) == 1 else "") + ")"
 
 
 def _hint(f: Finding) -> str:
@@ -290,6 +326,23 @@ def _hint(f: Finding) -> str:
         if f.access == "static_assert":
             return "a compile-time assertion failed for these constexpr values: the GPU compile would fail too"
         return "the condition is false in the lanes listed; the values of its variables there are under examples"
+    if f.kind == "data_race":
+        if f.reason == "write_write":
+            return ("two programs store the same elements: check that the grid matches the data (one program per "
+                    "row/tile), or combine partial results with tl.atomic_add")
+        return ("programs run in no defined order: a value one program stores is not visible to another unless "
+                "ordered (an atomic flag/lock), or the work is split so no element is shared")
+    if f.kind == "uninitialized_read":
+        return ("the buffer comes from torch.empty (or mark_uninitialized): allocate it with torch.zeros, or store "
+                "before loading (e.g. initialize the accumulator in registers, not by loading the output)")
+    if f.kind == "int_overflow":
+        return ("compute offsets in 64 bits: cast the program id or the index first, e.g. "
+                "pid.to(tl.int64) * stride, or annotate the argument (stride: tl.int64)")
+    if f.kind == "nan_inf":
+        if f.reason == "loaded":
+            return "the input already holds NaN/Inf: look at what produced it before this kernel"
+        return ("this operation is where the NaN/Inf is made from finite values: e.g. subtract the row max "
+                "before exp, guard divisions, accumulate in float32")
     if f.kind == "kernel_error":
         return "the kernel raised while it ran in the interpreter; the message says why"
     return ""
@@ -298,7 +351,8 @@ def _hint(f: Finding) -> str:
 class FindingLog:
     """Collects violations of a session and folds them into findings.
 
-    Violations are folded by (kind, kernel, file, line, argument).
+    Violations are folded by (kind, kernel, file, line, argument); data races also by the other
+    side's line and the kind of conflict.
     """
 
     def __init__(self) -> None:
@@ -309,6 +363,9 @@ class FindingLog:
         inner = v.frames[0] if v.frames else None
         key = (v.kind, v.kernel, inner.file if inner else "", inner.line if inner else 0,
                (v.arg or {}).get("name"))
+        if v.other is not None:  # a race is a pair of lines
+            o = v.other.get("frames") or []
+            key += ((o[0].file, o[0].line) if o else None, v.reason)
         fold = self._folds.get(key)
         new = fold is None
         if new:

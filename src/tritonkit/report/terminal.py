@@ -57,6 +57,13 @@ def _fact(table: Table, name: str, value, style: Optional[str] = None) -> None:
     table.add_row(name, value if isinstance(value, Text) else Text(str(value), style=style or ""))
 
 
+def _overflow_value(v: dict) -> str:
+    """One overflowing lane: ``lane [3]: 53688 * 40000 = 2147520000 -> -2147447296``."""
+    if "lhs" in v:
+        return f"lane {v['lane']}: {v['lhs']} {v.get('op', '?')} {v['rhs']} = {v['exact']} -> {v['wrapped']}"
+    return f"lane {v['lane']}: {v['value']} -> {v['wrapped']}"
+
+
 def render_finding(f) -> RenderableType:
     """A renderable for one :class:`~tritonkit.check.Finding`."""
     header = Rule(Text(f" {f.kind}: {f.kernel} ", style="bold red"), style="red", align="left")
@@ -85,6 +92,24 @@ def render_finding(f) -> RenderableType:
     if f.count and f.kind == "out_of_bounds":
         _fact(facts, "lanes", f"{f.count} in {f.occurrences} access{'es' if f.occurrences != 1 else ''}"
                               f" over {f.launches} launch{'es' if f.launches != 1 else ''}")
+    if f.other:
+        o = f.other
+        progs = ", ".join(_program(p) for p in o.get("program_ids", []))
+        other = Text(f"{o['access']} at {_short_path(o['file'])}:{o['line']}", style="bold cyan")
+        other.append(f" in program{'s' if len(o.get('program_ids', [])) != 1 else ''} {progs}\n")
+        other.append(f"{o['line']}  {o.get('source', '')}", style="bold")
+        _fact(facts, "races with", other)
+    if f.examples and f.kind in ("int_overflow", "nan_inf"):
+        ex = f.examples[0]
+        if f.kind == "int_overflow":
+            vals = "; ".join(_overflow_value(v) for v in ex.get("values", [])[:3])
+            _fact(facts, "values", f"program {_program(ex['program_id'])}: {vals}")
+            _fact(facts, "feeds", f"the {f.access} at {ex.get('access_at', '?')}")
+        else:
+            inputs = ", ".join(repr(x) for x in ex.get("inputs", []))
+            _fact(facts, "first", f"program {_program(ex['program_id'])}, lane {ex.get('lane')}: inputs ({inputs}) "
+                                  f"-> {ex.get('result')}")
+            _fact(facts, "reaches", f"the {f.access} at {ex.get('stored_at', '?')}")
     if f.configs:
         _fact(facts, "configs", "\n".join(f.configs))
     _fact(facts, "hint", f.hint, style="yellow")
@@ -117,6 +142,8 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
                 f"{summary['programs']} programs, {summary['accesses']} accesses "
                 f"({summary['lanes']} lanes) checked in {summary['seconds']:.2f} s")
     parts: List[RenderableType] = [Rule("tritonkit check summary"), table, line]
+    if summary.get("checks") is not None:
+        parts.append(Text("checks: " + (", ".join(summary["checks"]) or "none (--no-checks)"), style="dim"))
     if summary.get("empty_grids"):
         parts.append(Text(f"note: {summary['empty_grids']} launch(es) had a grid of 0 programs; "
                           "nothing ran in them", style="yellow"))

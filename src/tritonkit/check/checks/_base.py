@@ -20,6 +20,8 @@ class Access:
         size: bytes per lane.
         masked: whether the kernel gave a mask (explicit, or the bounds of a descriptor/block pointer).
         shape: the block's shape.
+        sem: for atomics, the memory semantics (``"acq_rel"``, ``"acquire"``, ``"release"``,
+            ``"relaxed"``); ``""`` for loads and stores.
     """
 
     op: str
@@ -27,17 +29,42 @@ class Access:
     size: int
     masked: bool
     shape: Tuple[int, ...]
+    sem: str = ""
 
 
 class Check:
-    """A rule checked on every memory access of a checked launch.
+    """A rule checked while kernels run in the checked interpreter.
 
-    Subclasses set :attr:`kind` (the finding kind they report) and override
-    :meth:`on_access`, which may clear lanes of ``res.ok`` (those lanes are then not performed)
-    and reports violations through ``launch.report``.
+    Subclasses set :attr:`kind` (the finding kind they report) and override the hooks they need;
+    the defaults do nothing. Violations are reported through ``launch.report``.
+
+    * :meth:`begin_session` / :meth:`end_session`: around a whole checked run (e.g. to watch
+      allocations);
+    * :meth:`begin_launch` / :meth:`end_launch`: around one launch (per-launch state);
+    * :meth:`on_program`: before each program of a launch runs (``launch.pid_linear`` is set);
+    * :meth:`on_access`: before each load, store or atomic is performed; may clear lanes of
+      ``res.ok`` (those lanes are then not performed).
+
+    Checks on values rather than accesses (``int_overflow``, ``nan_inf``) are called by the
+    builder through the launch (``launch.overflow``, ``launch.nan``).
     """
 
     kind: str = ""
 
-    def on_access(self, launch: "Launch", access: Access, res: "Resolved") -> None:  # pragma: no cover
-        raise NotImplementedError
+    def begin_session(self, session) -> None:
+        pass
+
+    def end_session(self, session) -> None:
+        pass
+
+    def begin_launch(self, launch: "Launch") -> None:
+        pass
+
+    def end_launch(self, launch: "Launch") -> None:
+        pass
+
+    def on_program(self, launch: "Launch") -> None:
+        pass
+
+    def on_access(self, launch: "Launch", access: Access, res: "Resolved") -> None:
+        pass

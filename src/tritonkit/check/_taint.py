@@ -1,0 +1,139 @@
+"""Lane taints: per-lane facts that travel with a value from the operation that made them.
+
+A value handle (Triton's interpreter ``TensorHandle``) may carry, for each taint kind, a bool
+array of the lanes it marks and where that came from:
+
+* ``undef`` / ``undef_at``: lanes that derive from a masked-off lane of a load without ``other=``
+  (``undefined_value``; the origin is the load's kernel frames);
+* ``ovf`` / ``ovf_at``: lanes that derive from integer arithmetic that overflowed its type
+  (``int_overflow``; the origin is an :class:`Origin`);
+* ``nan`` / ``nan_at``: lanes holding a NaN/Inf that an operation made from finite inputs, or
+  that a load read from memory (``nan_inf``; an :class:`Origin`).
+
+Elementwise operations, casts, shape operations and ``tl.dot`` (row/column-wise) carry taints
+from inputs to result; ``tl.where`` keeps only the lanes it selects. ``tainted`` is True on a
+handle with any taint, so the common case (none) costs one attribute test.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional
+
+import numpy as np
+from triton.runtime import interpreter as _interp
+
+TensorHandle = _interp.TensorHandle
+KINDS = ("undef", "ovf", "nan")
+_AT = {k: k + "_at" for k in KINDS}
+
+
+@dataclasses.dataclass
+class Origin:
+    """Where a taint started: the kernel frames (innermost first), the program, and facts
+    (the operation, the lane, the input values) for the finding."""
+
+    frames: list
+    program_id: tuple
+    info: Dict[str, object]
+
+
+def install(scope) -> None:
+    """Give every TensorHandle class-level empty taints (fast to test) for the launch."""
+    scope.set_attr(TensorHandle, "tainted", False)
+    for k in KINDS:
+        scope.set_attr(TensorHandle, k, None)
+        scope.set_attr(TensorHandle, _AT[k], None)
+
+
+def mark(h: TensorHandle, kind: str, lanes: Optional[np.ndarray], origin) -> TensorHandle:
+    """Set taint ``kind`` of ``h`` to ``lanes`` (bool, ``h``'s shape or broadcastable; None clears)."""
+    setattr(h, kind, lanes)
+    setattr(h, _AT[kind], origin if lanes is not None else None)
+    if lanes is not None:
+        h.tainted = True
+    return h
+
+
+def carry(out: TensorHandle, *ins) -> TensorHandle:
+    """``out`` computed elementwise (with broadcasting) from ``ins``: tainted where any input is."""
+    shape = None
+    for k in KINDS:
+        u = None
+        origin = None
+        for h in ins:
+            hu = getattr(h, k, None)
+            if hu is not None:
+                origin = origin or getattr(h, _AT[k])
+                u = hu if u is None else (u | hu)
+        if u is not None:
+            if shape is None:
+                shape = np.shape(out.data)
+            mark(out, k, u if u.shape == shape else np.broadcast_to(u, shape), origin)
+    return out
+
+
+def carry_shape(out: TensorHandle, src: TensorHandle, fn) -> TensorHandle:
+    """``out`` is ``src`` reshaped/transposed/broadcast by ``fn`` (applied to each taint too)."""
+    if src.tainted:
+        for k in KINDS:
+            u = getattr(src, k)
+            if u is not None:
+                mark(out, k, fn(u), getattr(src, _AT[k]))
+    return out
+
+
+def select(out: TensorHandle, cond: TensorHandle, lhs: TensorHandle, rhs: TensorHandle) -> TensorHandle:
+    """``tl.where(cond, lhs, rhs)``: tainted where the selected side is, or the condition is."""
+    if not (cond.tainted or lhs.tainted or rhs.tainted):
+        return out
+    shape = np.shape(out.data)
+    c = np.broadcast_to(np.asarray(cond.data, dtype=bool), shape)
+    for k in KINDS:
+        cu, lu, ru = getattr(cond, k), getattr(lhs, k), getattr(rhs, k)
+        if cu is None and lu is None and ru is None:
+            continue
+        u = np.where(c, np.broadcast_to(lu, shape) if lu is not None else False,
+                     np.broadcast_to(ru, shape) if ru is not None else False)
+        if cu is not None:
+            u = u | np.broadcast_to(cu, shape)
+        if np.any(u):
+            at = _AT[k]
+            mark(out, k, np.asarray(u, dtype=bool), getattr(cond, at) or getattr(lhs, at) or getattr(rhs, at))
+    return out
+
+
+def dot(out: TensorHandle, a: TensorHandle, b: TensorHandle, d: TensorHandle) -> TensorHandle:
+    """``a @ b + d``: an output lane is tainted when its row of ``a`` or column of ``b`` is."""
+    if not (a.tainted or b.tainted or d.tainted):
+        return out
+    shape = np.shape(out.data)
+    for k in KINDS:
+        au, bu, du = getattr(a, k), getattr(b, k), getattr(d, k)
+        if au is None and bu is None and du is None:
+            continue
+        u = np.zeros(shape, dtype=bool)
+        if au is not None:
+            u |= np.broadcast_to(np.broadcast_to(au, np.shape(a.data)).any(axis=-1)[..., :, None], shape)
+        if bu is not None:
+            u |= np.broadcast_to(np.broadcast_to(bu, np.shape(b.data)).any(axis=-2)[..., None, :], shape)
+        if du is not None:
+            u |= np.broadcast_to(du, shape)
+        at = _AT[k]
+        mark(out, k, u, getattr(a, at) or getattr(b, at) or getattr(d, at))
+    return out
+
+
+def active(h: TensorHandle, kind: str, shape, mask: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """The lanes of ``h`` (broadcast to ``shape``) with taint ``kind`` that ``mask`` lets through."""
+    u = getattr(h, kind)
+    if u is None:
+        return None
+    u = np.broadcast_to(u, shape)
+    if mask is not None:
+        u = u & np.broadcast_to(mask, shape)
+    return u if u.any() else None
+
+
+def first_lanes(lanes: np.ndarray, n: int) -> List[List[int]]:
+    """Indices (in the block) of the first ``n`` True lanes of a bool array."""
+    return [list(map(int, ix)) for ix in np.argwhere(lanes.reshape(lanes.shape or (1,)))[:n]]

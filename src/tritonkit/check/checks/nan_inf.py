@@ -1,0 +1,182 @@
+"""``nan_inf``: where a NaN or Inf that reaches memory was born. Off by default (``--nan``).
+
+A NaN at a kernel's output says nothing about where it came from. With this check on, every
+floating-point result is examined: lanes that are NaN/Inf although every input of the operation
+was finite at that lane are an *origin* (``exp`` of a large logit, ``x / 0``, a sum or an fp16 cast
+that overflows), recorded with the line, the program, the lane and the input values, and marked
+(a lane taint carried through later operations like the undefined-lane taint). Lanes loaded from
+memory that already hold NaN/Inf are an origin of their own kind: the input already had them.
+
+A finding is made only when a marked lane still holds NaN/Inf where it is stored (or given to an
+atomic) and the mask lets it through, and it names the origin, not the store: one finding per
+origin line. So values that are non-finite on purpose do not count: ``other=-float("inf")`` and
+``float("inf")`` constants are not operations on finite inputs, ``x - max`` of two ``-inf`` lanes
+is not born from finite inputs, and garbage in masked-off lanes that is never stored is never
+reported.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .. import _taint
+from .._numerics import values
+from ..findings import Violation
+from ._base import Check
+
+_NP_NAMES = {"true_divide": "div", "divide": "div", "multiply": "mul", "subtract": "sub", "power": "pow",
+             "fmod": "fmod", "add": "add"}
+
+
+def _op_name(op) -> str:
+    name = getattr(op, "__name__", None) or str(op)
+    return _NP_NAMES.get(name, name)
+
+
+def _floating(h) -> bool:
+    return h is not None and getattr(h.dtype.scalar, "is_floating", lambda: False)() and h.data.dtype != np.bool_
+
+
+def _fmt(x: float) -> str:
+    return repr(float(x)) if np.isfinite(x) else str(float(x))
+
+
+class NanInfCheck(Check):
+    """Reports the origin of NaN/Inf values that reach memory (see the module)."""
+
+    kind = "nan_inf"
+
+    def begin_launch(self, launch) -> None:
+        launch.nan = self
+
+    def end_launch(self, launch) -> None:
+        launch.nan = None
+
+    # --- where values are made -----------------------------------------------------------------------
+    def result(self, launch, op, out, ins: Sequence) -> None:
+        """``out`` was computed elementwise from ``ins`` (TensorHandles, broadcastable)."""
+        if not _floating(out):
+            return
+        v = values(out.data, out.dtype.scalar)
+        fin = np.isfinite(v)
+        if fin.all():
+            if out.nan is not None:
+                _taint.mark(out, "nan", None, None)
+            return
+        shape = v.shape
+        nonfin = ~fin
+        inputs = [(h, values(h.data, h.dtype.scalar)) for h in ins if _floating(h)]
+        born = nonfin.copy()
+        for _, hv in inputs:
+            born &= np.broadcast_to(np.isfinite(hv), shape)
+        self._update(launch, out, nonfin, born, lambda ix: (
+            f"{_op_name(op)}({', '.join(_fmt(np.broadcast_to(hv, shape)[ix]) for _, hv in inputs)}) = "
+            f"{_fmt(v[ix])}", [float(np.broadcast_to(hv, shape)[ix]) for _, hv in inputs], float(v[ix])))
+
+    def dot(self, launch, out, a, b, d) -> None:
+        """``out = a @ b + d``: a lane is born non-finite when its row of ``a``, column of ``b`` and
+        ``d`` are finite."""
+        if not _floating(out):
+            return
+        v = values(out.data, out.dtype.scalar)
+        fin = np.isfinite(v)
+        if fin.all():
+            if out.nan is not None:
+                _taint.mark(out, "nan", None, None)
+            return
+        av, bv = values(a.data, a.dtype.scalar), values(b.data, b.dtype.scalar)
+        born = ~fin & np.isfinite(av).all(axis=-1)[..., :, None] & np.isfinite(bv).all(axis=-2)[..., None, :]
+        if _floating(d):
+            born &= np.broadcast_to(np.isfinite(values(d.data, d.dtype.scalar)), v.shape)
+        self._update(launch, out, ~fin, born,
+                     lambda ix: (f"dot: the sum of products is {_fmt(v[ix])} (every input finite)", [], float(v[ix])))
+
+    def reduced(self, launch, name: str, out, inp) -> None:
+        """A reduction or scan ``out`` (tl.tensor) of ``inp`` (tl.tensor)."""
+        oh, ih = getattr(out, "handle", None), getattr(inp, "handle", None)
+        if oh is None or ih is None or not _floating(oh) or not _floating(ih):
+            return
+        v = np.asarray(values(oh.data, oh.dtype.scalar))
+        fin = np.isfinite(v)
+        if fin.all():
+            return
+        if ih.nan is not None and np.any(ih.nan):
+            _taint.mark(oh, "nan", np.broadcast_to(~fin, v.shape).copy(), ih.nan_at)
+            return
+        if not np.isfinite(values(ih.data, ih.dtype.scalar)).all():
+            return
+        born = ~fin
+        self._update(launch, oh, born, born,
+                     lambda ix: (f"{name} of finite values is {_fmt(v[ix])}", [], float(v[ix])))
+
+    def _update(self, launch, out, nonfin: np.ndarray, born: np.ndarray, describe) -> None:
+        carried = out.nan
+        if carried is not None:
+            carried = np.broadcast_to(carried, nonfin.shape) & nonfin
+            if not carried.any():
+                carried = None
+        if carried is not None:  # an earlier origin is the first operation: it stays
+            _taint.mark(out, "nan", carried | born, out.nan_at)
+            return
+        if not born.any():
+            _taint.mark(out, "nan", None, None)
+            return
+        ix = tuple(np.argwhere(born.reshape(born.shape or (1,)))[0]) if born.shape else ()
+        text, inputs, result = describe(ix)
+        origin = _taint.Origin(frames=launch.here(), program_id=launch.program_id(),
+                               info={"origin": "produced", "text": text, "lane": list(map(int, ix)),
+                                     "inputs": inputs, "result": result})
+        _taint.mark(out, "nan", born, origin)
+
+    def loaded(self, launch, out, performed: np.ndarray, region, res, sentinel: Optional[int]) -> None:
+        """A load put NaN/Inf read from memory into ``out`` (``performed``: bool, the block's lanes read)."""
+        if not _floating(out):
+            return
+        v = values(out.data, out.dtype.scalar)
+        bad = ~np.isfinite(v) & performed
+        if not bad.any():
+            return
+        if sentinel is not None:  # uninitialized elements are another finding
+            raw = out.data.view(np.dtype(f"u{out.data.dtype.itemsize}"))
+            bad &= raw != np.array(sentinel).astype(raw.dtype)
+            if not bad.any():
+                return
+        ix = tuple(np.argwhere(bad.reshape(bad.shape or (1,)))[0]) if bad.shape else ()
+        flat = int(np.ravel_multi_index(ix, bad.shape)) if bad.shape else 0
+        element = ""
+        if region is not None:
+            pos = int(np.searchsorted(res.lanes, flat))
+            if pos < res.n and int(res.lanes[pos]) == flat:
+                coords = region.layout.coords(res.off[pos:pos + 1])[0]
+                element = f"{region.name}[{', '.join(str(int(c)) for c in coords)}]"
+        name = region.name if region is not None else "memory"
+        text = f"`{name}` already holds {_fmt(v[ix])}" + (f" at {element}" if element else "") + \
+               " (loaded here: it was in the input, not made by this kernel)"
+        origin = _taint.Origin(frames=launch.here(), program_id=launch.program_id(),
+                               info={"origin": "loaded", "text": text, "lane": list(map(int, ix)), "inputs": [],
+                                     "result": float(v[ix]), "element": element})
+        _taint.mark(out, "nan", bad, origin)
+
+    # --- where they reach memory ---------------------------------------------------------------------
+    def stored(self, launch, value, shape, performed: np.ndarray, op: str, arg: Optional[dict]) -> None:
+        """A store/atomic writes ``value`` at the lanes ``performed``: report NaN/Inf born in this kernel."""
+        lanes = _taint.active(value, "nan", shape, performed)
+        if lanes is None:
+            return
+        v = np.broadcast_to(values(value.data, value.dtype.scalar), shape)
+        lanes = lanes & ~np.isfinite(v)
+        if not lanes.any():
+            return
+        origin: _taint.Origin = value.nan_at
+        here = launch.here()
+        at = f"{os.path.basename(here[0].file)}:{here[0].line}" if here else "?"
+        info = origin.info
+        launch.report(Violation(
+            kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,
+            masked=True, lanes=int(np.count_nonzero(lanes)), arg=arg, reason=str(info["origin"]),
+            message=f"{info['text']}; it reaches the {op} at {at}",
+            example={"program_id": list(origin.program_id[: max(1, launch.grid_ndim)]), "lane": info["lane"],
+                     "inputs": info["inputs"], "result": info["result"], "stored_at": at}))
+        _taint.mark(value, "nan", None, None)

@@ -1,0 +1,157 @@
+"""``int_overflow``: integer arithmetic that overflows its type and then feeds an address.
+
+On the GPU integer arithmetic wraps silently: ``row * stride`` in int32 (``tl.program_id`` and
+int arguments below 2**31 are int32) wraps past 2**31 and the load goes somewhere else, the
+classic cause of illegal memory accesses at production sizes. Every integer ``+``, ``-``, ``*``,
+``<<`` and narrowing cast is computed exactly alongside the wrapped result; lanes where they
+differ are marked (a lane taint that travels through later arithmetic, casts and shape ops) with
+the operation, its line and the operand values. A finding is made where a marked lane reaches the
+address of a load, store or atomic that the mask lets through, naming the overflowing line (not
+the access), its values and the access it fed.
+
+Overflow that never reaches an address (hashes, random-number generators that wrap on purpose)
+is not reported. Nothing needs a tensor of 2**31 elements: the overflow is seen when the product
+is computed, whatever the result then addresses (out of bounds as well, usually, which the
+``out_of_bounds`` check reports at the access).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import numpy as np
+
+from .. import _taint
+from ..findings import Violation
+from ._base import Check
+
+_OPS = {np.add: ("+", "add"), np.subtract: ("-", "sub"), np.multiply: ("*", "mul"), np.left_shift: ("<<", "shl")}
+_SHOWN = 4
+
+
+def overflowing(op, a: np.ndarray, b: np.ndarray, r: np.ndarray) -> Optional[np.ndarray]:
+    """Lanes where ``r`` (the wrapped result of ``a op b``, all of one integer dtype) is not the exact one.
+
+    Returns a bool array of the broadcast shape, or None if no lane overflowed.
+    """
+    dt = r.dtype
+    if dt.itemsize < 8:
+        wa, wb = a.astype(np.int64), b.astype(np.int64)
+        if op is np.left_shift:
+            exact = np.where((wb >= 0) & (wb < 40), wa * (np.int64(1) << np.clip(wb, 0, 39)), np.int64(1) << 62)
+        else:
+            exact = op(wa, wb)
+        bad = exact != r.astype(np.int64)
+    elif dt.kind == "i":
+        if op is np.add:
+            bad = ((a ^ r) & (b ^ r)) < 0
+        elif op is np.subtract:
+            bad = ((a ^ b) & (a ^ r)) < 0
+        elif op is np.multiply:
+            safe = np.where(a == 0, 1, a)
+            bad = (a != 0) & ((r // safe != b) | ((a == -1) & (b == np.iinfo(dt).min)))
+        else:
+            bad = (b < 0) | (b >= 64) | ((r >> np.clip(b, 0, 63)) != a)
+    else:  # uint64
+        if op is np.add:
+            bad = r < a
+        elif op is np.subtract:
+            bad = a < b
+        elif op is np.multiply:
+            safe = np.where(a == 0, 1, a)
+            bad = (a != 0) & (r // safe != b)
+        else:
+            bad = (b >= 64) | ((r >> np.clip(b, 0, 63)) != a)
+    bad = np.asarray(bad)
+    return bad if bad.any() else None
+
+
+def _exact(op, x: int, y: int) -> int:
+    if op is np.left_shift:
+        return x << y if 0 <= y < 128 else x
+    return {np.add: x + y, np.subtract: x - y, np.multiply: x * y}[op]
+
+
+class OverflowCheck(Check):
+    """Reports integer arithmetic that overflowed its type and reached an address (see the module)."""
+
+    kind = "int_overflow"
+
+    def begin_launch(self, launch) -> None:
+        launch.overflow = self
+
+    def end_launch(self, launch) -> None:
+        launch.overflow = None
+
+    def arithmetic(self, launch, op, out, lhs, rhs) -> None:
+        """``out = lhs op rhs`` on integers was computed (wrapping); mark the lanes that overflowed."""
+        if op not in _OPS or out.data.dtype.kind not in "iu" or out.data.dtype == np.bool_:
+            return
+        a, b, r = lhs.data, rhs.data, out.data
+        if a.dtype != r.dtype or b.dtype != r.dtype:
+            return
+        bad = overflowing(op, a, b, r)
+        if bad is None:
+            return
+        shape = np.shape(r)
+        a_b, b_b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+        lanes = np.argwhere(bad.reshape(shape or (1,)))[:_SHOWN]
+        sym, name = _OPS[op]
+        values = []
+        for ix in lanes:
+            ix = tuple(ix) if shape else ()
+            x, y, w = int(a_b[ix]), int(b_b[ix]), int(np.asarray(r)[ix])
+            values.append({"lane": list(map(int, ix)), "lhs": x, "op": sym, "rhs": y, "exact": _exact(op, x, y),
+                           "wrapped": w})
+        ty = out.dtype.scalar.name
+        v0 = values[0]
+        text = f"{ty} {name} overflows: {v0['lhs']} {sym} {v0['rhs']} = {v0['exact']} does not fit in {ty} " \
+               f"(wraps to {v0['wrapped']})"
+        self._mark(launch, out, bad, {"op": name, "dtype": ty, "values": values, "text": text})
+
+    def narrowing_cast(self, launch, src, out) -> None:
+        """An integer cast to a narrower type: mark lanes whose value changed."""
+        s, r = src.data, out.data
+        if s.dtype.kind not in "iu" or r.dtype.kind not in "iu" or s.dtype == np.bool_ or r.dtype == np.bool_:
+            return
+        if r.dtype.itemsize > s.dtype.itemsize or (r.dtype.itemsize == s.dtype.itemsize and r.dtype == s.dtype):
+            return
+        if r.dtype.itemsize == s.dtype.itemsize:  # signed <-> unsigned reinterpretation: wraps on purpose
+            return
+        bad = np.asarray(r.astype(np.int64) != s.astype(np.int64)) if s.dtype != np.uint64 else \
+            np.asarray(r.astype(np.uint64) != s)
+        if not bad.any():
+            return
+        shape = np.shape(r)
+        ix = tuple(np.argwhere(bad.reshape(shape or (1,)))[0]) if shape else ()
+        x, w = int(np.asarray(s)[ix]), int(np.asarray(r)[ix])
+        ty = out.dtype.scalar.name
+        text = f"cast to {ty} overflows: {x} does not fit in {ty} (becomes {w})"
+        self._mark(launch, out, bad, {"op": "cast", "dtype": ty,
+                                      "values": [{"lane": list(map(int, ix)), "value": x, "wrapped": w}], "text": text})
+
+    def _mark(self, launch, out, bad, info) -> None:
+        old = out.ovf
+        if old is not None:  # already carrying an earlier overflow: the earlier origin stays
+            _taint.mark(out, "ovf", np.asarray(np.broadcast_to(old, bad.shape) | bad), out.ovf_at)
+            return
+        origin = _taint.Origin(frames=launch.here(), program_id=launch.program_id(), info=info)
+        _taint.mark(out, "ovf", bad, origin)
+
+    def address_used(self, launch, ptrs, shape, mask: Optional[np.ndarray], op: str, arg: Optional[dict]) -> None:
+        """A load/store/atomic with address ``ptrs``: report overflowed lanes that ``mask`` lets through."""
+        lanes = _taint.active(ptrs, "ovf", shape, mask)
+        if lanes is None:
+            return
+        origin: _taint.Origin = ptrs.ovf_at
+        here = launch.here()
+        at = f"{os.path.basename(here[0].file)}:{here[0].line}" if here else "?"
+        info = origin.info
+        launch.report(Violation(
+            kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,
+            masked=mask is not None, lanes=int(np.count_nonzero(lanes)), arg=arg, reason=str(info["op"]),
+            message=f"{info['text']}; the result feeds the address of the {op} at {at}",
+            example={"program_id": list(origin.program_id[: max(1, launch.grid_ndim)]), "values": info["values"],
+                     "access_at": at, "lanes": _taint.first_lanes(lanes, 8)}))
+        _taint.mark(ptrs, "ovf", None, None)
+

@@ -1,0 +1,286 @@
+"""``uninitialized_read``: a kernel reads an element that nothing has written since it was allocated.
+
+**Which buffers are known to be uninitialized.** While a check session runs, every tensor made
+by ``torch.empty``, ``torch.empty_like``, ``torch.empty_strided``, ``Tensor.new_empty`` and
+``Tensor.new_empty_strided`` (called from Python) is *tracked*, and so is any tensor passed to
+:func:`mark_uninitialized` (e.g. a scratch buffer from your own allocator). A tracked tensor's
+elements are filled with a sentinel (a NaN with the payload ``0xA5...`` for floats, ``0xA5``
+bytes for integers: what ``torch.empty`` gives is arbitrary anyway) and an element is
+uninitialized while
+
+* no kernel has stored to it (kernel stores and atomics are tracked exactly, per element), and
+* its bytes still hold the sentinel, so anything PyTorch wrote there (``zero_()``, ``copy_``,
+  ``x[:n] = ...``, an ``out=`` op) counts as a write without tracking every PyTorch op.
+
+The sentinel of 1- and 2-byte integer types (``0xA5``, ``0xA5A5``) is a value real data can
+hold, so for those a buffer that PyTorch has modified in place (its version counter moved) is
+taken to be fully initialized. Boolean and complex tensors are not tracked.
+
+A load, or an atomic that reads (``atomic_add``, ``atomic_cas``, ...: all but ``atomic_xchg``),
+of such an element is reported with the element, the program and the line where the buffer was
+allocated. Within an autotuned launch every config starts from the same state.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+import weakref
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import torch
+
+from ..findings import Violation
+from ._base import Access, Check
+
+# torch dtype -> the bit pattern of the sentinel, as an unsigned integer of the element's size
+_FLOAT_SENTINELS = {torch.float32: 0x7FE5A5A5, torch.float64: 0x7FFCA5A5A5A5A5A5, torch.float16: 0x7EA5,
+                    torch.bfloat16: 0x7FE5}
+_INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_NP_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_ALLOCATORS = (("torch", "empty"), ("torch", "empty_like"), ("torch", "empty_strided"),
+               ("Tensor", "new_empty"), ("Tensor", "new_empty_strided"))
+_HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def _sentinel(dtype: torch.dtype) -> Optional[int]:
+    """The sentinel bit pattern for ``dtype`` (None: not tracked)."""
+    if dtype in _FLOAT_SENTINELS:
+        return _FLOAT_SENTINELS[dtype]
+    if dtype == torch.bool or dtype.is_complex:
+        return None
+    size = torch.empty(0, dtype=dtype).element_size()
+    return int.from_bytes(b"\xa5" * size, "little") if size in _INT_VIEW else None
+
+
+_TL_SENTINELS = {"fp32": 0x7FE5A5A5, "fp64": 0x7FFCA5A5A5A5A5A5, "fp16": 0x7EA5, "bf16": 0x7FE5}
+
+
+def sentinel_of_type(ty) -> Optional[int]:
+    """The sentinel bits of a float Triton type (None for other types: their loads are never NaN)."""
+    return _TL_SENTINELS.get(getattr(ty, "name", ""))
+
+
+def _to_signed(pattern: int, size: int) -> int:
+    return pattern - (1 << (8 * size)) if pattern >= 1 << (8 * size - 1) else pattern
+
+
+@dataclasses.dataclass
+class _Tracked:
+    """One tracked storage: which of its cells (elements of ``g`` bytes) are still uninitialized."""
+
+    g: int
+    pattern: int
+    uninit: np.ndarray  # bool per cell
+    allocated_at: str
+    guard_version: bool  # 1-/2-byte integers: a PyTorch write anywhere counts as initializing all
+    ref: Optional[weakref.ref] = None
+    version: int = 0
+
+    def refresh(self, buf: np.ndarray) -> None:
+        """Cells whose bytes no longer hold the sentinel were written (by PyTorch) since."""
+        if self.guard_version:
+            t = self.ref() if self.ref is not None else None
+            if t is None or t._version != self.version:
+                self.uninit[:] = False
+                return
+        idx = np.flatnonzero(self.uninit)
+        if idx.size:
+            typed = buf[: self.uninit.shape[0] * self.g].view(_NP_UINT[self.g])
+            self.uninit[idx] = typed[idx] == np.array(self.pattern, dtype=_NP_UINT[self.g])
+
+
+def _storage_key(t: torch.Tensor) -> Tuple[str, int, int]:
+    st = t.untyped_storage()
+    return str(t.device), st.data_ptr(), st.nbytes()
+
+
+def _caller() -> str:
+    """``file:line`` of the user's code that called the allocator."""
+    f = sys._getframe(2)
+    while f is not None:
+        path = os.path.abspath(f.f_code.co_filename)
+        if not path.startswith(_HERE) and not path.startswith(_TORCH_DIR) and "functools" not in path:
+            return f"{os.path.basename(path)}:{f.f_lineno}"
+        f = f.f_back
+    return "?"
+
+
+class _Registry:
+    """The tracked storages of the running session (keyed by device, data pointer, size)."""
+
+    def __init__(self) -> None:
+        self.tracked: Dict[Tuple[str, int, int], _Tracked] = {}
+
+    def track(self, t: torch.Tensor, allocated_at: str, whole_storage: bool) -> None:
+        if type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+            return  # tensor subclasses (fake, functional, ...) hold no data of their own
+        if t.layout != torch.strided or t.device.type == "meta" or t.numel() == 0:
+            return
+        pattern = _sentinel(t.dtype)
+        if pattern is None:
+            return
+        g = t.element_size()
+        with torch.no_grad():
+            t.view(_INT_VIEW[g]).fill_(_to_signed(pattern, g))
+        key = _storage_key(t)
+        ncells = key[2] // g
+        tr = self.tracked.get(key)
+        if tr is None or tr.g != g:
+            tr = self.tracked[key] = _Tracked(g=g, pattern=pattern, uninit=np.zeros(ncells, dtype=bool),
+                                              allocated_at=allocated_at,
+                                              guard_version=g <= 2 and t.dtype not in _FLOAT_SENTINELS)
+        if whole_storage:
+            tr.uninit[:] = True
+        else:
+            tr.uninit[_element_cells(t, g)] = True
+        tr.allocated_at = allocated_at
+        tr.ref = weakref.ref(t)
+        tr.version = t._version
+
+    def lookup(self, key) -> Optional[_Tracked]:
+        return self.tracked.get(key)
+
+    def save(self, tensors) -> Dict[tuple, np.ndarray]:
+        out = {}
+        for t in tensors:
+            key = _storage_key(t)
+            tr = self.tracked.get(key)
+            if tr is not None and key not in out:
+                out[key] = tr.uninit.copy()
+        return out
+
+    def restore(self, saved: Dict[tuple, np.ndarray]) -> None:
+        for key, uninit in saved.items():
+            tr = self.tracked.get(key)
+            if tr is not None and tr.uninit.shape == uninit.shape:
+                tr.uninit[:] = uninit
+
+
+def _element_cells(t: torch.Tensor, g: int) -> np.ndarray:
+    """Storage cell index of every element of the view ``t`` (cells of ``g`` bytes)."""
+    idx = np.array([t.storage_offset()], dtype=np.int64)
+    for size, stride in zip(t.shape, t.stride()):
+        idx = (idx[:, None] + np.arange(size, dtype=np.int64)[None, :] * stride).reshape(-1)
+    return idx * t.element_size() // g
+
+
+_registry: Optional[_Registry] = None
+_pending = _Registry()  # marked before a session starts
+_saved_allocators: list = []
+
+
+def mark_uninitialized(t: torch.Tensor) -> torch.Tensor:
+    """Declare the elements of ``t`` uninitialized: a kernel that reads one before anything writes
+    it is reported as ``uninitialized_read``.
+
+    For buffers that do not come from ``torch.empty*`` (which are tracked automatically while
+    checking), e.g. a slice of a workspace from your own allocator. The elements are overwritten
+    with a sentinel. Works inside and before a :func:`tritonkit.checking` block (the mark is kept
+    until that session ends).
+
+    Args:
+        t: a strided tensor (any shape, dtype other than bool/complex, CPU or GPU).
+    Returns:
+        ``t`` itself.
+    Raises:
+        TypeError: ``t`` is not a strided tensor, or its dtype cannot hold a sentinel.
+    """
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+        raise TypeError(f"mark_uninitialized takes a strided torch.Tensor, not {type(t).__name__}")
+    if _sentinel(t.dtype) is None:
+        raise TypeError(f"mark_uninitialized: {t.dtype} tensors are not tracked (no sentinel value for them)")
+    (_registry or _pending).track(t, _caller(), whole_storage=False)
+    return t
+
+
+def _wrap(orig, out_kw: bool):
+    @functools.wraps(orig)
+    def allocate(*args, **kwargs):
+        t = orig(*args, **kwargs)
+        if _registry is not None and isinstance(t, torch.Tensor) and not (out_kw and "out" in kwargs):
+            _registry.track(t, _caller(), whole_storage=True)
+        return t
+    return allocate
+
+
+class UninitializedCheck(Check):
+    """Reports reads of tensor elements that nothing wrote since ``torch.empty*`` (see the module)."""
+
+    kind = "uninitialized_read"
+
+    def begin_session(self, session) -> None:
+        global _registry, _pending
+        _registry = _pending
+        _pending = _Registry()
+        session.uninitialized = _registry
+        for owner, name in _ALLOCATORS:
+            obj = torch if owner == "torch" else torch.Tensor
+            orig = getattr(obj, name, None)
+            if orig is not None:
+                _saved_allocators.append((obj, name, orig))
+                setattr(obj, name, _wrap(orig, owner == "torch"))
+
+    def end_session(self, session) -> None:
+        global _registry
+        while _saved_allocators:
+            obj, name, orig = _saved_allocators.pop()
+            setattr(obj, name, orig)
+        _registry = None
+
+    def begin_launch(self, launch) -> None:
+        launch.uninit_state = {}
+
+    def end_launch(self, launch) -> None:
+        for key, tr in (launch.uninit_state or {}).items():
+            if tr is not None and _registry is not None and not tr.uninit.any():
+                _registry.tracked.pop(key, None)
+        launch.uninit_state = None
+
+    def _tracked(self, launch, storage) -> Optional[_Tracked]:
+        state = launch.uninit_state
+        key = storage.key
+        if key in state:
+            return state[key]
+        tr = _registry.lookup(key) if _registry is not None else None
+        if tr is not None:
+            tr.refresh(storage.buf)
+            if not tr.uninit.any():
+                _registry.tracked.pop(key, None)
+                tr = None
+        state[key] = tr
+        return tr
+
+    def on_access(self, launch, access: Access, res) -> None:
+        if res.n == 0 or _registry is None or not _registry.tracked:
+            return
+        for region, sel in launch.space._groups(res):
+            tr = self._tracked(launch, region.storage)
+            if tr is None:
+                continue
+            off = res.off if sel is None else res.off[sel]
+            g = tr.g
+            cells = off // g
+            size = access.size
+            per = max(1, size // g)
+            if per > 1:
+                cells = (cells[:, None] + np.arange(per)[None, :]).reshape(-1)
+            np.clip(cells, 0, tr.uninit.shape[0] - 1, out=cells)
+            reads = access.kind == "load" or (access.kind == "atomic" and access.op not in ("atomic_xchg",
+                                                                                             "atomic_store"))
+            if reads:
+                bad = tr.uninit[cells]
+                if per > 1:
+                    bad = bad.reshape(-1, per).any(axis=1)
+                if bad.any():
+                    launch.report(Violation(
+                        kind=self.kind, kernel="", frames=[], program_id=(), access=access.op, masked=access.masked,
+                        lanes=int(bad.sum()), arg=region.describe(), offsets=region.layout.coords(off[bad]),
+                        reason="never_written",
+                        message=f"{access.op} of `{region.name}` reads elements that nothing has written since "
+                                f"it was allocated (at {tr.allocated_at})"))
+            if access.kind != "load":
+                tr.uninit[cells] = False
