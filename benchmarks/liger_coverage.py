@@ -96,9 +96,10 @@ def _worst(errors: Dict[str, float]) -> str:
     return f"max err {errors[key]:.2g} ({key})"
 
 
-def run_case(op: str, checked: bool, timeout: Optional[float] = None) -> dict:
-    """Run case ``op`` forward and backward, in the checked interpreter if ``checked``, else plainly
-    (Triton's interpreter when ``TRITON_INTERPRET=1`` was set before triton was imported).
+def run_case(op: str, checked: bool, timeout: Optional[float] = None, nan: bool = False) -> dict:
+    """Run case ``op`` forward and backward, in the checked interpreter if ``checked`` (every default
+    check, and ``nan_inf`` too if ``nan``), else plainly (Triton's interpreter when
+    ``TRITON_INTERPRET=1`` was set before triton was imported).
 
     Returns:
         ``{"status": "pass" | "wrong" | "findings" | "fail", "text": the cell's text,
@@ -115,7 +116,7 @@ def run_case(op: str, checked: bool, timeout: Optional[float] = None) -> dict:
             if checked:
                 import tritonkit
                 try:
-                    with tritonkit.checking(timeout=timeout) as session:
+                    with tritonkit.checking(timeout=timeout, nan=nan) as session:
                         got = case.run_liger()
                 except tritonkit.CheckAborted as e:
                     if not session.findings:
@@ -258,7 +259,8 @@ def write_json(path: str, payload: dict) -> None:
         raise
 
 
-def coverage(ops: List[str], jobs: int, timeout: float, log: Optional[Callable[[str], None]] = None) -> List[dict]:
+def coverage(ops: List[str], jobs: int, timeout: float, log: Optional[Callable[[str], None]] = None,
+             nan: bool = False) -> List[dict]:
     """Run every op in both modes: plain subprocesses in a pool of ``jobs``, checks in this process.
 
     Returns:
@@ -272,7 +274,7 @@ def coverage(ops: List[str], jobs: int, timeout: float, log: Optional[Callable[[
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         plain = {pool.submit(run_plain, op, timeout): op for op in runnable}
         for op in runnable:
-            results[op]["check"] = run_case(op, checked=True, timeout=timeout)
+            results[op]["check"] = run_case(op, checked=True, timeout=timeout, nan=nan)
             if log:
                 log(f"{op:<32} tritonkit check: {results[op]['check']['text']}")
         for fut in concurrent.futures.as_completed(plain):
@@ -292,6 +294,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    else (os.cpu_count() or 1), help="plain-interpreter subprocesses at a time (default: CPUs)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds one op may run in each mode")
     p.add_argument("-v", "--verbose", action="store_true", help="print every result as it comes")
+    p.add_argument("--nan", action="store_true", help="also run the nan_inf check under tritonkit check")
     p.add_argument("--worker", metavar="OP", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -307,7 +310,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         ops = [op for op in ops if op in args.only]
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if args.verbose else None
     start = time.perf_counter()
-    results = coverage(ops, args.jobs, args.timeout, log)
+    results = coverage(ops, args.jobs, args.timeout, log, nan=args.nan)
     info = machine_line_info()
     render(results, info, lc.LIGER_VERSION)
     if args.json:

@@ -15,12 +15,19 @@ Buggy variants (``--bug``):
 * ``mask_off_by_one``: a kernel whose mask is ``cols <= n_cols``; every row reads and writes one
   element too many, which on a contiguous input is the next row's first element, and for the last
   row lies past the end of the input and of the output.
+* ``no_max_subtraction``: a kernel that computes ``exp(x)`` instead of ``exp(x - max(x))``. The
+  two are equal after normalization, and on ``randn`` inputs the results match; but float32
+  ``exp`` overflows to ``inf`` for ``x > 88.7``, and a row with one such logit becomes ``inf /
+  inf = nan``. The script scales the logits (``--scale``, default 30 for this bug, so a few reach
+  ~100, as large unnormalized logits do); ``tritonkit check --nan`` points at the ``tl.exp``
+  that made the ``inf``. The correct kernel gives the same inputs no trouble.
 
 Run::
 
     python examples/softmax.py --rows 37 --cols 100
     tritonkit check -- python examples/softmax.py --dtype bfloat16
     tritonkit check -- python examples/softmax.py --bug row_stride
+    tritonkit check --nan -- python examples/softmax.py --bug no_max_subtraction
 
 (Without a GPU, run bfloat16 under ``tritonkit check``: Triton's own CPU interpreter does bfloat16
 arithmetic on the raw bit patterns.)
@@ -39,7 +46,7 @@ if __name__ == "__main__" and not torch.cuda.is_available():
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-BUGS = ("none", "row_stride", "mask_off_by_one")
+BUGS = ("none", "row_stride", "mask_off_by_one", "no_max_subtraction")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -71,6 +78,19 @@ def _softmax_fwd_kernel_off_by_one(Y_ptr, Y_row_stride, X_ptr, X_row_stride, n_c
     tl.store(Y_ptr + row * Y_row_stride + cols, y.to(Y_ptr.dtype.element_ty), mask=mask)  # REPORTED: mask_off_by_one
 
 
+@triton.jit
+def _softmax_fwd_kernel_no_max(Y_ptr, Y_row_stride, X_ptr, X_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=-float("inf"))
+    x = x.to(tl.float32)
+    num = tl.exp(x)  # REPORTED: no_max_subtraction
+    den = tl.sum(num, axis=0)
+    y = num / den
+    tl.store(Y_ptr + row * Y_row_stride + cols, y.to(Y_ptr.dtype.element_ty), mask=mask)
+
+
 def softmax(x: torch.Tensor, bug: str = "none") -> torch.Tensor:
     """Softmax over the last dimension of a 2-D tensor.
 
@@ -96,7 +116,8 @@ def softmax(x: torch.Tensor, bug: str = "none") -> torch.Tensor:
     x_row_stride = x.stride(0)
     if bug == "row_stride":
         x_row_stride = n_cols  # BUG: row_stride
-    kernel = _softmax_fwd_kernel_off_by_one if bug == "mask_off_by_one" else _softmax_fwd_kernel
+    kernel = {"mask_off_by_one": _softmax_fwd_kernel_off_by_one,
+              "no_max_subtraction": _softmax_fwd_kernel_no_max}.get(bug, _softmax_fwd_kernel)
     num_warps = 4 if BLOCK_SIZE <= 2048 else 8
     kernel[(n_rows,)](y, y.stride(0), x, x_row_stride, n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
     return y
@@ -106,7 +127,7 @@ def main(argv=None) -> float:
     """Run :func:`softmax` on random data, compare with ``torch.softmax`` and print the max error.
 
     The input is the first ``--cols`` columns of a ``(rows, cols + --pad)`` tensor, so it is
-    contiguous only with ``--pad 0``.
+    contiguous only with ``--pad 0``. Its values are ``randn`` times ``--scale``.
 
     Args:
         argv: command-line arguments (None: ``sys.argv[1:]``).
@@ -127,18 +148,21 @@ def main(argv=None) -> float:
     parser.add_argument("--cols", type=int, default=100)
     parser.add_argument("--pad", type=int, default=None,
                         help="extra columns of the underlying buffer (default: 28, or 0 for mask_off_by_one)")
+    parser.add_argument("--scale", type=float, default=None,
+                        help="factor of the random logits (default: 1, or 30 for no_max_subtraction)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     pad = args.pad if args.pad is not None else (0 if args.bug == "mask_off_by_one" else 28)
+    scale = args.scale if args.scale is not None else (30.0 if args.bug == "no_max_subtraction" else 1.0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = getattr(torch, args.dtype)
     gen = torch.Generator().manual_seed(args.seed)
-    wide = torch.randn(args.rows, args.cols + pad, generator=gen).to(device, dtype)
+    wide = (torch.randn(args.rows, args.cols + pad, generator=gen) * scale).to(device, dtype)
     x = wide[:, : args.cols]
     y = softmax(x, bug=args.bug)
     ref = torch.softmax(x.float(), dim=-1).to(dtype)
     err = (y.float() - ref.float()).abs().max().item()
-    print(f"softmax rows={args.rows} cols={args.cols} pad={pad} dtype={args.dtype} bug={args.bug}: "
+    print(f"softmax rows={args.rows} cols={args.cols} pad={pad} scale={scale:g} dtype={args.dtype} bug={args.bug}: "
           f"max abs error {err:.3g}")
     if args.bug == "none":
         torch.testing.assert_close(y, ref)

@@ -117,3 +117,53 @@ def test_console_script_runs_a_module_in_a_subprocess(tmp_path):
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert r.returncode == 1, r.stderr
     assert "y_ptr[300:384]" in r.stdout
+
+
+RACY = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def softmax_rows(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        row = tl.program_id(0) // 2  # two programs per row: both store it
+        cols = tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
+        e = tl.exp(v)
+        tl.store(y_ptr + row * n + cols, e / tl.sum(e, axis=0), mask=cols < n)
+
+    x = torch.randn(3, 50) * 100
+    y = torch.empty_like(x)
+    softmax_rows[(6,)](x, y, 50, BLOCK=64)
+''')
+
+
+def test_summary_counts_checks_and_findings_by_kind(tmp_path, capsys):
+    script = tmp_path / "racy.py"
+    script.write_text(RACY)
+    out = tmp_path / "f.json"
+    assert main(["check", "--nan", "--json", str(out), "--", "python", str(script)]) == 1
+    data = json.loads(out.read_text())
+    summary = data["summary"]
+    assert (summary["launches"], summary["programs"], summary["accesses"]) == (1, 6, 12)
+    assert summary["findings_by_kind"] == {"data_race": 1, "nan_inf": 1}
+    assert "nan_inf" in summary["checks"] and "data_race" in summary["checks"]
+    text = capsys.readouterr().out
+    flat = " ".join(text.split())
+    assert "races with store at" in flat and "in programs (0,), (2,), (4,)" in flat
+    assert "2 findings (1 nan_inf, 1 data_race) in 1 launch, 6 programs, 12 accesses" in flat
+    # without --nan the exp overflow is not looked for; --checks picks kinds
+    assert main(["check", "--json", str(out), "--", "python", str(script)]) == 1
+    assert json.loads(out.read_text())["summary"]["findings_by_kind"] == {"data_race": 1}
+    assert main(["check", "--checks", "out_of_bounds", "--", "python", str(script)]) == 0
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--checks", "races"], "unknown check races"),
+    (["--no-checks", "--nan"], "--no-checks runs no check"),
+])
+def test_bad_check_selection_exits_2(tmp_path, capsys, flags, message):
+    script = tmp_path / "racy.py"
+    script.write_text(RACY)
+    assert main(["check", *flags, "--", "python", str(script)]) == 2
+    assert message in capsys.readouterr().err

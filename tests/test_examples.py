@@ -21,9 +21,13 @@ import tritonkit
 from tritonkit import cli
 
 import embedding as em
+import grad_accumulate as ga
+import histogram as hg
 import layer_norm as ln
 import matmul as mm
+import row_sum as rs
 import softmax as sm
+import split_k_matmul as sk
 import tensor_descriptor as td
 import vector_add as va
 
@@ -484,20 +488,29 @@ def test_tensor_descriptor_contiguous_strides(M, N, pad):
 
 # --- the scripts: main(), `tritonkit check -- python examples/X.py --bug ...` ---------------------
 MODULES = {"vector_add": va, "softmax": sm, "layer_norm": ln, "matmul": mm, "embedding": em,
-           "tensor_descriptor": td}
+           "tensor_descriptor": td, "row_sum": rs, "split_k_matmul": sk, "histogram": hg, "grad_accumulate": ga}
 
-# (script, bug) -> marker tag of the lines where the findings are
+# (script, bug) -> (marker tag of the lines where the findings are, the finding kinds)
+OOB = {"out_of_bounds"}
 SCRIPT_BUGS = {
-    ("vector_add", "missing_mask"): "BUG",
-    ("vector_add", "stale_even"): "REPORTED",
-    ("softmax", "row_stride"): "REPORTED",
-    ("softmax", "mask_off_by_one"): "REPORTED",
-    ("layer_norm", "weight_mask"): "BUG",
-    ("matmul", "k_tail"): "BUG",
-    ("embedding", "bad_index"): "REPORTED",
-    ("embedding", "negative_index"): "REPORTED",
-    ("tensor_descriptor", "padded_shape"): "REPORTED",
-    ("tensor_descriptor", "contiguous_strides"): "REPORTED",
+    ("vector_add", "missing_mask"): ("BUG", OOB),
+    ("vector_add", "stale_even"): ("REPORTED", OOB),
+    ("softmax", "row_stride"): ("REPORTED", OOB),
+    # a row's one-too-many element is the next row's first: that row's program stores it too
+    ("softmax", "mask_off_by_one"): ("REPORTED", OOB | {"data_race"}),
+    ("softmax", "no_max_subtraction"): ("REPORTED", {"nan_inf"}),
+    ("layer_norm", "weight_mask"): ("BUG", OOB),
+    ("matmul", "k_tail"): ("BUG", OOB),
+    ("embedding", "bad_index"): ("REPORTED", OOB),
+    ("embedding", "negative_index"): ("REPORTED", OOB),
+    ("embedding", "int32_offsets"): ("REPORTED", OOB | {"int_overflow"}),
+    ("tensor_descriptor", "padded_shape"): ("REPORTED", OOB | {"data_race"}),
+    ("tensor_descriptor", "contiguous_strides"): ("REPORTED", OOB),
+    ("row_sum", "grid_too_large"): ("REPORTED", {"data_race"}),
+    ("split_k_matmul", "no_atomics"): ("REPORTED", {"data_race"}),
+    ("split_k_matmul", "empty_output"): ("REPORTED", {"uninitialized_read"}),
+    ("histogram", "plain_store"): ("REPORTED", {"data_race"}),
+    ("grad_accumulate", "empty_grad"): ("REPORTED", {"uninitialized_read"}),
 }
 
 
@@ -516,20 +529,20 @@ def test_main_correct_version_is_clean(name, capsys):
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_launchers_reject_unknown_bugs(name):
-    module = MODULES[name]
+    launch = {
+        "embedding": lambda: em.make_ids(2, 8, 10, bug="nope"),
+        "layer_norm": lambda: ln.layer_norm(torch.ones(2, 4), torch.ones(4), torch.ones(4), bug="nope"),
+        "matmul": lambda: mm.matmul(torch.ones(2, 4), torch.ones(4, 2), bug="nope"),
+        "tensor_descriptor": lambda: td.bias_relu(torch.ones(2, 4), torch.ones(4), bug="nope"),
+        "vector_add": lambda: va.add(torch.ones(4), torch.ones(4), bug="nope"),
+        "softmax": lambda: sm.softmax(torch.ones(2, 4), bug="nope"),
+        "row_sum": lambda: rs.row_sum(torch.ones(2, 4), bug="nope"),
+        "split_k_matmul": lambda: sk.split_k_matmul(torch.ones(2, 4), torch.ones(4, 2), bug="nope"),
+        "histogram": lambda: hg.histogram(torch.zeros(4, dtype=torch.int32), 4, bug="nope"),
+        "grad_accumulate": lambda: ga.weight_grad(torch.ones(4, 2), [], bug="nope"),
+    }[name]
     with pytest.raises(ValueError, match="unknown bug"):
-        if module is em:
-            em.make_ids(2, 8, 10, bug="nope")
-        elif module is ln:
-            ln.layer_norm(torch.ones(2, 4), torch.ones(4), torch.ones(4), bug="nope")
-        elif module is mm:
-            mm.matmul(torch.ones(2, 4), torch.ones(4, 2), bug="nope")
-        elif module is td:
-            td.bias_relu(torch.ones(2, 4), torch.ones(4), bug="nope")
-        elif module is va:
-            va.add(torch.ones(4), torch.ones(4), bug="nope")
-        else:
-            sm.softmax(torch.ones(2, 4), bug="nope")
+        launch()
 
 
 @pytest.mark.parametrize("name,bug", sorted(SCRIPT_BUGS) + [(n, "none") for n in sorted(MODULES)])
@@ -537,7 +550,7 @@ def test_script_under_tritonkit_check(name, bug, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # the CLI sets it; restore it afterwards
     script = os.path.join(ROOT, "examples", f"{name}.py")
     report = tmp_path / "findings.json"
-    status = cli.main(["check", "--json", str(report), "--", "python", script, "--bug", bug])
+    status = cli.main(["check", "--nan", "--json", str(report), "--", "python", script, "--bug", bug])
     out = capsys.readouterr().out
     assert f"bug={bug}: max abs error" in out
     data = json.loads(report.read_text())
@@ -547,13 +560,11 @@ def test_script_under_tritonkit_check(name, bug, tmp_path, monkeypatch, capsys):
         return
     assert status == 1
     module = MODULES[name]
-    expected = marked_lines(module, SCRIPT_BUGS[(name, bug)], bug)
+    tag, kinds = SCRIPT_BUGS[(name, bug)]
+    expected = marked_lines(module, tag, bug)
     assert sorted({f["line"] for f in data["findings"]}) == expected
     assert all(os.path.samefile(f["file"], script) for f in data["findings"])
-    # a row's one-too-many element is the next row's first: its program stores it too
-    races = {("softmax", "mask_off_by_one"), ("tensor_descriptor", "padded_shape")}
-    assert {f["kind"] for f in data["findings"]} == {"out_of_bounds"} | ({"data_race"} if (name, bug) in races else set())
-
+    assert {f["kind"] for f in data["findings"]} == kinds
 
 def test_script_in_a_subprocess():
     """The command exactly as a user types it, in a fresh process."""

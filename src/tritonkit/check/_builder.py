@@ -94,6 +94,7 @@ _ELEMENTWISE = ("cast_impl", "create_fp_to_fp", "create_bitcast", "create_fma", 
                 "create_extern_elementwise", "create_clampf")
 
 
+_RMW_API = {"FADD": "add", "UMAX": "max", "UMIN": "min"}  # RMW op -> the tl.atomic_* name that makes it
 _SEMS = {"ACQUIRE_RELEASE": "acq_rel", "ACQUIRE": "acquire", "RELEASE": "release", "RELAXED": "relaxed"}
 
 
@@ -357,7 +358,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         elem_ty = ptr.get_element_ty()
         dtype = np_dtype_of(elem_ty)
         shape = ptr.data.shape
-        name = f"atomic_{op.lower()}"
+        name = f"atomic_{_RMW_API.get(op, op.lower())}"
         res = self.launch.access(name, "atomic", ptr.data, _mask_data(mask), dtype.itemsize, True, ptr, _sem(sem))
         self._stored(name, val, shape, res)
         vals = _flat(val.data, shape, dtype)[res.lanes]

@@ -90,12 +90,13 @@ def _user_code(code) -> bool:
     return code in KERNEL_CODES and not code.co_filename.startswith(_TRITON_DIR)
 
 
-def kernel_frames(frame=None) -> List[Frame]:
+def kernel_frames(frame=None, stop=None) -> List[Frame]:
     """Kernel source frames on the current stack, innermost first (triton.language's own jitted
-    helpers such as ``tl.sum`` are left out: a finding belongs on the user's line that called them)."""
+    helpers such as ``tl.sum`` are left out: a finding belongs on the user's line that called them).
+    The walk ends at ``stop`` (the frame that started the launch: nothing above it is kernel code)."""
     out = []
     f = frame or sys._getframe(1)
-    while f is not None:
+    while f is not None and f is not stop:
         if _user_code(f.f_code):
             out.append(Frame(f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
         f = f.f_back
@@ -183,6 +184,7 @@ class Launch:
         self.builder = CheckedBuilder(self)
         self.record = LaunchRecord(kernel=kernel, grid=grid, config=config)
         self.spec_key: tuple = ()
+        self.entry_frame = None  # the frame that runs the programs: kernel frames are all below it
         self._site_ids: Dict[tuple, int] = {}
         self._sites: List[Tuple[str, List[Frame]]] = []
 
@@ -207,7 +209,8 @@ class Launch:
         remember where an access was made (e.g. the other side of a data race)."""
         key = [op]
         f = sys._getframe(1)
-        while f is not None:
+        stop = self.entry_frame
+        while f is not None and f is not stop:
             if _user_code(f.f_code):
                 key.append((f.f_code, f.f_lineno))
             f = f.f_back
@@ -257,7 +260,7 @@ class Launch:
 
     def here(self) -> List[Frame]:
         """The kernel source frames of the operation running now, innermost first."""
-        return kernel_frames(sys._getframe(1))
+        return kernel_frames(sys._getframe(1), self.entry_frame)
 
     def undefined_used(self, lanes: Optional[np.ndarray], origin, op: str) -> None:
         """Undefined lanes (``lanes``: bool, None for none) reached ``op`` (a store, a reduction, ...)."""
@@ -790,6 +793,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
                              for n, v in bound.items()}
                 launch.spec_key = (fn.__code__, tuple(_spec_item(v) for v in call_args.values()))
                 launch.builder.set_grid_dim(*dims)
+                launch.entry_frame = sys._getframe()
                 with timer:
                     for x in range(dims[0]):
                         for y in range(dims[1]):

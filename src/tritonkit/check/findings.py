@@ -21,6 +21,8 @@ KINDS = ("out_of_bounds", "undefined_value", "data_race", "uninitialized_read", 
 _MAX_PROGRAMS = 8  # program ids kept in a finding
 _MAX_ELEMENTS = 1 << 16  # distinct element offsets kept per finding to describe them
 _SHOWN_INDICES = 8
+# kinds placed on the line where a bad value was made: one finding per line, whatever it then reached
+_BY_ORIGIN = ("int_overflow", "nan_inf")
 # kinds whose message quotes one occurrence's values: the first occurrence's message stands for all
 _FIRST_MESSAGE_ONLY = ("int_overflow", "nan_inf", "uninitialized_read", "undefined_value")
 
@@ -351,8 +353,9 @@ def _hint(f: Finding) -> str:
 class FindingLog:
     """Collects violations of a session and folds them into findings.
 
-    Violations are folded by (kind, kernel, file, line, argument); data races also by the other
-    side's line and the kind of conflict.
+    Violations are folded by (kind, kernel, file, line, argument); ``int_overflow`` and ``nan_inf``
+    (placed where the value was made) by line only; data races also by the other side's line and the
+    kind of conflict.
     """
 
     def __init__(self) -> None:
@@ -362,7 +365,7 @@ class FindingLog:
         """Record a violation; return True if it started a new finding."""
         inner = v.frames[0] if v.frames else None
         key = (v.kind, v.kernel, inner.file if inner else "", inner.line if inner else 0,
-               (v.arg or {}).get("name"))
+               None if v.kind in _BY_ORIGIN else (v.arg or {}).get("name"))
         if v.other is not None:  # a race is a pair of lines
             o = v.other.get("frames") or []
             key += ((o[0].file, o[0].line) if o else None, v.reason)

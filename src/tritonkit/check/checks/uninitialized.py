@@ -144,20 +144,21 @@ class _Registry:
     def lookup(self, key) -> Optional[_Tracked]:
         return self.tracked.get(key)
 
-    def save(self, tensors) -> Dict[tuple, np.ndarray]:
+    def save(self, tensors) -> Dict[tuple, Tuple[_Tracked, np.ndarray]]:
+        """Which elements of these tensors' storages are uninitialized now (for :meth:`restore`)."""
         out = {}
         for t in tensors:
             key = _storage_key(t)
             tr = self.tracked.get(key)
             if tr is not None and key not in out:
-                out[key] = tr.uninit.copy()
+                out[key] = (tr, tr.uninit.copy())
         return out
 
-    def restore(self, saved: Dict[tuple, np.ndarray]) -> None:
-        for key, uninit in saved.items():
-            tr = self.tracked.get(key)
-            if tr is not None and tr.uninit.shape == uninit.shape:
-                tr.uninit[:] = uninit
+    def restore(self, saved: Dict[tuple, Tuple[_Tracked, np.ndarray]]) -> None:
+        """Put back what :meth:`save` saw (also for storages that became fully initialized since)."""
+        for key, (tr, uninit) in saved.items():
+            tr.uninit[:] = uninit
+            self.tracked[key] = tr
 
 
 def _element_cells(t: torch.Tensor, g: int) -> np.ndarray:
