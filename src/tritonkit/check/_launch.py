@@ -244,11 +244,7 @@ class Launch:
         self.record.lanes += res.n
         if not self.session.bounds_enforced:
             res.keep(self.space.in_storage(res, size))
-        if self.checks:
-            acc = Access(op=op, kind=kind, size=size, masked=masked, shape=addrs.shape, sem=sem)
-            for check in self.checks:
-                check.on_access(self, acc, res)
-        if ptrs is not None and ptrs.tainted:
+        if ptrs is not None and ptrs.tainted:  # causes first: the bad address's origin, then what it hits
             shape = addrs.shape
             if ptrs.undef is not None:
                 self.undefined_used(_taint.active(ptrs, "undef", shape, mask), ptrs.undef_at, f"{op} address")
@@ -256,6 +252,10 @@ class Launch:
                 region = self.space.region(res.single_slot if res.single_slot >= 0 else
                                            (int(res.slot[0]) if res.n else 0))
                 self.overflow.address_used(self, ptrs, shape, mask, op, region.describe() if region else None)
+        if self.checks:
+            acc = Access(op=op, kind=kind, size=size, masked=masked, shape=addrs.shape, sem=sem)
+            for check in self.checks:
+                check.on_access(self, acc, res)
         return res
 
     def here(self) -> List[Frame]:
