@@ -641,7 +641,8 @@ def _widened(op, input):
     res = _reduce_or_scan(op, input, items)
     if launch is not None and launch.nan is not None:
         outs = res if isinstance(res, tuple) else (res,)
-        name = getattr(getattr(op.combine_fn, "fn", op.combine_fn), "__name__", "reduction").strip("_").replace("_combine", "")
+        fn_name = getattr(getattr(op.combine_fn, "fn", op.combine_fn), "__name__", "reduction")
+        name = fn_name.strip("_").replace("_combine", "").replace("elementwise_", "")  # _sum_combine -> sum
         for o, i in zip(outs, items):
             launch.nan.reduced(launch, name, o, i)
     return res

@@ -39,6 +39,20 @@ def _floating(h) -> bool:
     return h is not None and getattr(h.dtype.scalar, "is_floating", lambda: False)() and h.data.dtype != np.bool_
 
 
+def _nonfinite(out):
+    """``(values, finite)`` of a float result that has NaN/Inf lanes; None for other results, and for
+    all-finite ones (whose carried ``nan`` taint is then dropped: the value is clean again)."""
+    if not _floating(out):
+        return None
+    v = values(out.data, out.dtype.scalar)
+    fin = np.isfinite(v)
+    if fin.all():
+        if out.nan is not None:
+            _taint.mark(out, "nan", None, None)
+        return None
+    return v, fin
+
+
 def _fmt(x: float) -> str:
     return repr(float(x)) if np.isfinite(x) else str(float(x))
 
@@ -57,14 +71,10 @@ class NanInfCheck(Check):
     # --- where values are made -----------------------------------------------------------------------
     def result(self, launch, op, out, ins: Sequence) -> None:
         """``out`` was computed elementwise from ``ins`` (TensorHandles, broadcastable)."""
-        if not _floating(out):
+        got = _nonfinite(out)
+        if got is None:
             return
-        v = values(out.data, out.dtype.scalar)
-        fin = np.isfinite(v)
-        if fin.all():
-            if out.nan is not None:
-                _taint.mark(out, "nan", None, None)
-            return
+        v, fin = got
         shape = v.shape
         nonfin = ~fin
         inputs = [(h, values(h.data, h.dtype.scalar)) for h in ins if _floating(h)]
@@ -78,14 +88,10 @@ class NanInfCheck(Check):
     def dot(self, launch, out, a, b, d) -> None:
         """``out = a @ b + d``: a lane is born non-finite when its row of ``a``, column of ``b`` and
         ``d`` are finite."""
-        if not _floating(out):
+        got = _nonfinite(out)
+        if got is None:
             return
-        v = values(out.data, out.dtype.scalar)
-        fin = np.isfinite(v)
-        if fin.all():
-            if out.nan is not None:
-                _taint.mark(out, "nan", None, None)
-            return
+        v, fin = got
         av, bv = values(a.data, a.dtype.scalar), values(b.data, b.dtype.scalar)
         born = ~fin & np.isfinite(av).all(axis=-1)[..., :, None] & np.isfinite(bv).all(axis=-2)[..., None, :]
         if _floating(d):

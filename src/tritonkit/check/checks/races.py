@@ -141,7 +141,7 @@ class _LaunchState:
     def plain(self, region, off: np.ndarray, access: Access, whole) -> None:
         sh = self.shadow(region)
         g = sh.g
-        cells = off // g if g > 1 else off
+        cells = off // g  # a new array: res.off itself is never modified
         size = access.size
         if size > g:
             cells = (cells[:, None] + np.arange(size // g)[None, :]).reshape(-1)
