@@ -254,3 +254,50 @@ def test_an_unknown_check_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="data_race"):
         with tritonkit.checking(checks=["races"]):
             pass
+
+
+@triton.jit
+def gather_two_rows(table, out, rows, n_cols, B: tl.constexpr):
+    r = tl.load(rows + tl.program_id(0)).to(tl.int64)
+    cols = tl.arange(0, B)
+    tl.store(out + tl.program_id(0) * n_cols + cols, tl.load(table + r * n_cols + cols, mask=cols < n_cols),
+             mask=cols < n_cols)
+
+
+def test_race_shadow_memory_follows_what_a_launch_touches_not_the_tensor_size():
+    """Two rows of a 64 MiB table: the shadow pages cover the touched elements only."""
+    import tracemalloc
+
+    table = torch.randn(4096, 4096)
+    out = torch.zeros(2, 4096)
+    rows = torch.tensor([7, 4000], dtype=torch.int32)
+    tracemalloc.start()
+    try:
+        with tritonkit.checking(checks=["data_race"]) as s:
+            gather_two_rows[(2,)](table, out, rows, 4096, 4096)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert s.findings == []
+    assert torch.equal(out, table[[7, 4000]])
+    assert peak < 16 * 2 ** 20  # a whole-table shadow would be 24 bytes x 16 Mi elements = 384 MiB
+
+
+@triton.jit
+def overlapping_windows(x, out, n, B: tl.constexpr, STEP: tl.constexpr):
+    offs = tl.program_id(0) * STEP + tl.arange(0, B)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)  # LINE: window_store
+
+
+def test_races_are_found_across_shadow_pages():
+    """Windows of 2**15 elements every 2**15 - 8: each overlaps the next by 8 elements, across pages."""
+    n = 5 * (2 ** 15 - 8) + 8
+    x = torch.randn(n)
+    out = torch.zeros(n)
+    with tritonkit.checking(checks=["data_race"]) as s:
+        overlapping_windows[(5,)](x, out, n, 2 ** 15, 2 ** 15 - 8)
+    (f,) = s.findings
+    assert (f.line, f.reason) == (line_of(overlapping_windows, "window_store"), "write_write")
+    step = 2 ** 15 - 8
+    assert f.program_ids == [[1], [2], [3], [4]] and f.count == 4 * 8
+    assert f.elements == ", ".join(f"out[{p * step}:{p * step + 8}]" for p in range(1, 5))

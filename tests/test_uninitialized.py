@@ -141,3 +141,20 @@ def test_allocations_are_not_tracked_outside_a_session():
         copy[(1,)](out, x, 100, 128)
     assert s.findings == []
     assert torch.empty is not None and "allocate" not in getattr(torch.empty, "__name__", "")
+
+
+def test_tracking_an_allocation_costs_nothing_until_a_kernel_touches_it():
+    import tracemalloc
+
+    x = torch.randn(100)
+    tracemalloc.start()
+    try:
+        with tritonkit.checking(checks=["uninitialized_read"]) as s:
+            big = torch.empty(2 ** 24)  # 16 Mi elements, never given to a kernel
+            out = torch.empty(100)
+            copy[(1,)](x, out, 100, 128)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert s.findings == [] and torch.equal(out, x) and big.numel() == 2 ** 24
+    assert peak < 4 * 2 ** 20  # a bool per element of `big` would be 16 MiB

@@ -50,9 +50,12 @@ def _sentinel(dtype: torch.dtype) -> Optional[int]:
     """The sentinel bit pattern for ``dtype`` (None: not tracked)."""
     if dtype in _FLOAT_SENTINELS:
         return _FLOAT_SENTINELS[dtype]
-    if dtype == torch.bool or dtype.is_complex:
+    if dtype == torch.bool or dtype.is_complex or getattr(dtype, "is_quantized", False):
         return None
-    size = torch.empty(0, dtype=dtype).element_size()
+    try:
+        size = torch.empty(0, dtype=dtype).element_size()
+    except (RuntimeError, TypeError):  # a dtype with no plain storage
+        return None
     return int.from_bytes(b"\xa5" * size, "little") if size in _INT_VIEW else None
 
 
@@ -70,27 +73,45 @@ def _to_signed(pattern: int, size: int) -> int:
 
 @dataclasses.dataclass
 class _Tracked:
-    """One tracked storage: which of its cells (elements of ``g`` bytes) are still uninitialized."""
+    """One tracked storage: which of its cells (elements of ``g`` bytes) are still uninitialized.
+
+    ``uninit`` is None until a launch first touches the storage ("every cell that still holds the
+    sentinel"): a fresh allocation costs no memory here until a kernel uses it.
+    """
 
     g: int
+    ncells: int
     pattern: int
-    uninit: np.ndarray  # bool per cell
+    uninit: Optional[np.ndarray]  # bool per cell, or None: wherever the sentinel still is
     allocated_at: str
     guard_version: bool  # 1-/2-byte integers: a PyTorch write anywhere counts as initializing all
     ref: Optional[weakref.ref] = None
     version: int = 0
+
+    def cells(self) -> np.ndarray:
+        """The bool-per-cell array (made all True from the "everywhere" state)."""
+        if self.uninit is None:
+            self.uninit = np.ones(self.ncells, dtype=bool)
+        return self.uninit
 
     def refresh(self, buf: np.ndarray) -> None:
         """Cells whose bytes no longer hold the sentinel were written (by PyTorch) since."""
         if self.guard_version:
             t = self.ref() if self.ref is not None else None
             if t is None or t._version != self.version:
-                self.uninit[:] = False
+                self.uninit = np.zeros(self.ncells, dtype=bool)
                 return
+        typed = buf[: self.ncells * self.g].view(_NP_UINT[self.g])
+        sentinel = np.array(self.pattern, dtype=_NP_UINT[self.g])
+        if self.uninit is None:
+            self.uninit = typed == sentinel
+            return
         idx = np.flatnonzero(self.uninit)
         if idx.size:
-            typed = buf[: self.uninit.shape[0] * self.g].view(_NP_UINT[self.g])
-            self.uninit[idx] = typed[idx] == np.array(self.pattern, dtype=_NP_UINT[self.g])
+            self.uninit[idx] = typed[idx] == sentinel
+
+    def anything_left(self) -> bool:
+        return self.uninit is None or bool(self.uninit.any())
 
 
 def _storage_key(t: torch.Tensor) -> Tuple[str, int, int]:
@@ -130,12 +151,13 @@ class _Registry:
         ncells = key[2] // g
         tr = self.tracked.get(key)
         if tr is None or tr.g != g:
-            tr = self.tracked[key] = _Tracked(g=g, pattern=pattern, uninit=np.zeros(ncells, dtype=bool),
+            tr = self.tracked[key] = _Tracked(g=g, ncells=ncells, pattern=pattern,
+                                              uninit=None if whole_storage else np.zeros(ncells, dtype=bool),
                                               allocated_at=allocated_at,
                                               guard_version=g <= 2 and t.dtype not in _FLOAT_SENTINELS)
         if whole_storage:
-            tr.uninit[:] = True
-        else:
+            tr.uninit = None
+        elif tr.uninit is not None:
             tr.uninit[_element_cells(t, g)] = True
         tr.allocated_at = allocated_at
         tr.ref = weakref.ref(t)
@@ -151,13 +173,13 @@ class _Registry:
             key = _storage_key(t)
             tr = self.tracked.get(key)
             if tr is not None and key not in out:
-                out[key] = (tr, tr.uninit.copy())
+                out[key] = (tr, None if tr.uninit is None else tr.uninit.copy())
         return out
 
     def restore(self, saved: Dict[tuple, Tuple[_Tracked, np.ndarray]]) -> None:
         """Put back what :meth:`save` saw (also for storages that became fully initialized since)."""
         for key, (tr, uninit) in saved.items():
-            tr.uninit[:] = uninit
+            tr.uninit = None if uninit is None else uninit.copy()
             self.tracked[key] = tr
 
 
@@ -237,7 +259,7 @@ class UninitializedCheck(Check):
 
     def end_launch(self, launch) -> None:
         for key, tr in (launch.uninit_state or {}).items():
-            if tr is not None and _registry is not None and not tr.uninit.any():
+            if tr is not None and _registry is not None and not tr.anything_left():
                 _registry.tracked.pop(key, None)
         launch.uninit_state = None
 
@@ -249,7 +271,7 @@ class UninitializedCheck(Check):
         tr = _registry.lookup(key) if _registry is not None else None
         if tr is not None:
             tr.refresh(storage.buf)
-            if not tr.uninit.any():
+            if not tr.anything_left():
                 _registry.tracked.pop(key, None)
                 tr = None
         state[key] = tr
@@ -269,7 +291,7 @@ class UninitializedCheck(Check):
             per = max(1, size // g)
             if per > 1:
                 cells = (cells[:, None] + np.arange(per)[None, :]).reshape(-1)
-            np.clip(cells, 0, tr.uninit.shape[0] - 1, out=cells)
+            np.clip(cells, 0, tr.ncells - 1, out=cells)
             reads = access.kind == "load" or (access.kind == "atomic" and access.op not in ("atomic_xchg",
                                                                                              "atomic_store"))
             if reads:
