@@ -298,7 +298,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             if other is not None and other.tainted:
                 _taint.carry(h, other)
         if launch.nan is not None:
-            launch.nan.loaded(launch, h, _performed(res, shape), _region_of(launch.space, res), res,
+            launch.nan.loaded(launch, h, lambda: _performed(res, shape), _region_of(launch.space, res), res,
                               launch.sentinel_bits(elem_ty))
         return h
 

@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .. import _taint
-from .._numerics import values
+from .._numerics import BITS_TYPES, values
 from ..findings import Violation
 from ._base import Check
 
@@ -36,7 +36,11 @@ def _op_name(op) -> str:
 
 
 def _floating(h) -> bool:
-    return h is not None and getattr(h.dtype.scalar, "is_floating", lambda: False)() and h.data.dtype != np.bool_
+    """Whether a handle holds floats (numpy floats, or bf16/fp8 held as raw bits)."""
+    if h is None:
+        return False
+    kind = h.data.dtype.kind
+    return kind == "f" or (kind == "u" and h.dtype.scalar.name in BITS_TYPES)
 
 
 def _nonfinite(out):
@@ -136,12 +140,16 @@ class NanInfCheck(Check):
                                      "inputs": inputs, "result": result})
         _taint.mark(out, "nan", born, origin)
 
-    def loaded(self, launch, out, performed: np.ndarray, region, res, sentinel: Optional[int]) -> None:
-        """A load put NaN/Inf read from memory into ``out`` (``performed``: bool, the block's lanes read)."""
+    def loaded(self, launch, out, performed, region, res, sentinel: Optional[int]) -> None:
+        """A load put NaN/Inf read from memory into ``out`` (``performed()``: bool, the block's lanes
+        really read; called only when some lane is not finite)."""
         if not _floating(out):
             return
         v = values(out.data, out.dtype.scalar)
-        bad = ~np.isfinite(v) & performed
+        bad = ~np.isfinite(v)
+        if not bad.any():
+            return
+        bad &= performed()
         if not bad.any():
             return
         if sentinel is not None:  # uninitialized elements are another finding

@@ -52,6 +52,7 @@ class _Shadow:
     def __init__(self, ncells: int, g: int, epochs: bool):
         self.g = g
         self.ncells = ncells
+        self.written = False  # any plain store to this storage in this launch yet
         self.page_slot = np.full(max(1, -(-ncells // _PAGE)), -1, dtype=np.int64)
         self.used = 0
         self.cap = 0
@@ -202,11 +203,12 @@ class _LaunchState:
         pid = launch.pid_linear
         site = launch.site_id(access.op)
         epoch = self.epoch
-        w = sh.w[cells]
         if access.kind == "load":
-            bad = self._unordered(w, sh.we[cells] if sh.we is not None else None, pid)
-            if bad.any():
-                self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_read")
+            if sh.written:  # a storage no program stored to yet (an input) has no writer to race with
+                w = sh.w[cells]
+                bad = self._unordered(w, sh.we[cells] if sh.we is not None else None, pid)
+                if bad.any():
+                    self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_read")
             r1 = sh.r1[cells]
             fresh = r1 == _NONE
             if fresh.all():
@@ -224,6 +226,8 @@ class _LaunchState:
                 sh.r2e[c2] = epoch
             return
         # a store
+        sh.written = True
+        w = sh.w[cells]
         bad = self._unordered(w, sh.we[cells] if sh.we is not None else None, pid)
         if bad.any():
             self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_write")
