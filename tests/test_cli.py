@@ -167,3 +167,16 @@ def test_bad_check_selection_exits_2(tmp_path, capsys, flags, message):
     script.write_text(RACY)
     assert main(["check", *flags, "--", "python", str(script)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_json_stays_standard_when_a_finding_holds_inf(tmp_path):
+    script = tmp_path / "racy.py"
+    script.write_text(RACY)
+    out = tmp_path / "f.json"
+    assert main(["check", "--nan", "--json", str(out), "--", "python", str(script)]) == 1
+    def refuse(name):  # what json.dumps writes by default for inf/nan, and standard parsers reject
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    data = json.loads(out.read_text(), parse_constant=refuse)
+    nan = next(f for f in data["findings"] if f["kind"] == "nan_inf")
+    assert nan["examples"][0]["result"] == "inf" and nan["examples"][0]["inputs"][0] > 88

@@ -102,13 +102,15 @@ def test_every_case_is_classified():
 
 @pytest.mark.parametrize("op", RUNNABLE)
 def test_liger_op_runs_clean(op):
-    """The op runs forward and backward in the checked interpreter without a finding, and its
-    outputs and gradients match float64 PyTorch."""
+    """The op runs forward and backward in the checked interpreter with every check on (``nan_inf``
+    included: Liger uses other=-inf, atomics, torch.empty outputs and int32 offsets) without a
+    finding, and its outputs and gradients match float64 PyTorch."""
     case = CASES[op]()
-    with tritonkit.checking() as session:
+    with tritonkit.checking(nan=True) as session:
         got = case.run_liger()
     assert not session.findings, [f.to_dict() for f in session.findings]
     summary = session.summary()
+    assert "nan_inf" in summary["checks"] and "data_race" in summary["checks"]
     assert summary["launches"] > 0 and summary["programs"] > 0 and summary["aborted"] is None
     want = case.run_reference()
     assert sorted(got) == sorted(want)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import linecache
+import math
 import os
 import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -384,7 +385,11 @@ class FindingLog:
 
 
 def write_json(path: str, data: dict) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (a temporary file renamed over it).
+    """Write ``data`` as standard JSON to ``path`` atomically (a temporary file renamed over it).
+
+    Non-finite floats (a NaN/Inf result in a ``nan_inf`` finding, a NaN in an assert's values) are
+    written as the strings ``"nan"``, ``"inf"``, ``"-inf"``: JSON has no literal for them, and
+    ``NaN`` would break standard parsers (a browser's ``JSON.parse``).
 
     Raises:
         OSError: if the directory cannot be written; an existing file is left as it was.
@@ -393,7 +398,7 @@ def write_json(path: str, data: dict) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".tritonkit-", suffix=".json", dir=directory)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, default=_json_default)
+            json.dump(_finite(data), fh, indent=2, default=_json_default, allow_nan=False)
             fh.write("\n")
         os.replace(tmp, path)
     except BaseException:
@@ -402,6 +407,19 @@ def write_json(path: str, data: dict) -> None:
         except OSError:
             pass
         raise
+
+
+def _finite(obj):
+    """``obj`` with non-finite floats replaced by their names (recursively through dicts/lists/tuples)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, np.floating):
+        return _finite(float(obj))
+    return obj
 
 
 def _json_default(obj):
