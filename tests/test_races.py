@@ -301,3 +301,29 @@ def test_races_are_found_across_shadow_pages():
     step = 2 ** 15 - 8
     assert f.program_ids == [[1], [2], [3], [4]] and f.count == 4 * 8
     assert f.elements == ", ".join(f"out[{p * step}:{p * step + 8}]" for p in range(1, 5))
+
+
+@triton.jit
+def scatter(idx, x, out, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    tl.store(out + tl.load(idx + offs), tl.load(x + offs))  # LINE: scatter_store
+
+
+def test_lanes_of_one_store_writing_different_values_to_one_element():
+    """index_put without accumulate: with a repeated index, which lane's value lands is undefined."""
+    idx = torch.tensor([3, 1, 3, 0, 7, 1, 5, 6], dtype=torch.int32)
+    x = torch.arange(8, dtype=torch.float32)
+    with tritonkit.checking() as s:
+        scatter[(1,)](idx, x, torch.zeros(8), 8)
+    (f,) = s.findings
+    assert (f.kind, f.line, f.reason) == ("data_race", line_of(scatter, "scatter_store"), "same_program")
+    assert f.program_ids == [[0]] and f.count == 4 and f.elements == "out[1], out[3]"
+    assert "which lane's value lands is undefined" in f.message
+
+
+def test_lanes_storing_the_same_value_to_one_element_are_fine():
+    idx = torch.tensor([3, 1, 3, 0, 7, 1, 5, 6], dtype=torch.int32)
+    x = torch.tensor([9.0, 4.0, 9.0, 0.0, 1.0, 4.0, 2.0, 3.0])  # repeated indices carry equal values
+    with tritonkit.checking() as s:
+        scatter[(1,)](idx, x, torch.zeros(8), 8)
+    assert s.findings == []

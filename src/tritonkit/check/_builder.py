@@ -23,6 +23,7 @@ from triton.runtime import interpreter as _interp
 
 from . import _taint, _undefined
 from ._numerics import BITS_TYPES, dot_operands, float_to_int, from_float, to_float
+from .checks import Access
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._launch import Launch
@@ -311,7 +312,10 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         op = self._op or "store"
         res = launch.access(op, "store", ptrs.data, mask_data, dtype.itemsize, self._masked, ptrs)
         self._stored(op, value, shape, res)
-        launch.space.scatter(res, _flat(value.data, shape, dtype))
+        flat = _flat(value.data, shape, dtype)
+        if launch.race_state is not None:
+            launch.race_state.one_store(res, flat, Access(op, "store", dtype.itemsize, self._masked, shape))
+        launch.space.scatter(res, flat)
 
     def _stored(self, op, value, shape, res) -> None:
         """Values leaving the kernel for memory: undefined lanes and NaN/Inf origins are reported here

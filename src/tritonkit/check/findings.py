@@ -284,6 +284,10 @@ def _message(f: Finding) -> str:
             msg += " (" + ", ".join(f"{n} {_REASON_TEXT.get(r, r).replace(' of', '').replace(' in', '')}"
                                     for r, n in sorted(f.reasons.items(), key=lambda kv: -kv[1])) + ")"
         return msg
+    if f.kind == "data_race" and f.reason == "same_program":
+        mine = _program(f.program_ids[0]) if f.program_ids else "?"
+        return (f"{f.access} of `{f.arg}` in program {mine}: lanes of this one {f.access} write different values to "
+                f"{f.elements}; which lane's value lands is undefined on the GPU")
     if f.kind == "data_race" and f.other:
         o = f.other
         mine = _program(f.program_ids[0]) if f.program_ids else "?"
@@ -330,6 +334,9 @@ def _hint(f: Finding) -> str:
             return "a compile-time assertion failed for these constexpr values: the GPU compile would fail too"
         return "the condition is false in the lanes listed; the values of its variables there are under examples"
     if f.kind == "data_race":
+        if f.reason == "same_program":
+            return ("several lanes of one block hit the same element (e.g. repeated histogram bins): use an atomic "
+                    "(tl.atomic_add) so every lane's update counts")
         if f.reason == "write_write":
             return ("two programs store the same elements: check that the grid matches the data (one program per "
                     "row/tile), or combine partial results with tl.atomic_add")

@@ -20,7 +20,9 @@ loaded it since, with the kernel line of each access. An access by another progr
   over a block of different elements (a histogram's bins) do not synchronize.
 
 Elements are compared at the granularity of the smallest element type of the tensor arguments on
-a storage. Two loads never race. A program never races with itself.
+a storage. Two loads never race. A program never races with itself, with one exception reported
+as ``reason="same_program"``: lanes of *one* store that write *different* values to the same
+element (a histogram's load-add-store within a block): which lane lands is undefined on the GPU.
 """
 from __future__ import annotations
 
@@ -148,6 +150,50 @@ class _LaunchState:
         self.epoch = 0
         self.synced = False
         self.sync_vc: Dict[Tuple[int, int], np.ndarray] = {}
+
+    # --- lanes of one store ---------------------------------------------------------------------------
+    def one_store(self, res, values_flat: np.ndarray, access: Access) -> None:
+        """Lanes of one store (``values_flat``: the block's values, flat) that write different values
+        to one element."""
+        if res.n < 2:
+            return
+        ok = res._ok
+        off = res.off if ok is None else res.off[ok]
+        if off.shape[0] < 2:
+            return
+        if res.single_slot >= 0:
+            if bool((off[1:] > off[:-1]).all()):  # the common case: increasing addresses, no duplicates
+                return
+            key = off
+        else:
+            slot = res.slot if ok is None else res.slot[ok]
+            key = (slot << 40) | (off & ((1 << 40) - 1))
+        order = np.argsort(key, kind="stable")
+        k = key[order]
+        same = k[1:] == k[:-1]
+        if not same.any():
+            return
+        lanes = (res.lanes if ok is None else res.lanes[ok])[order]
+        vals = values_flat[lanes]
+        bits = vals.view(np.dtype(f"u{vals.dtype.itemsize}")) if vals.dtype.kind == "f" else vals
+        differ = same & (bits[1:] != bits[:-1])
+        if not differ.any():
+            return
+        hit = np.zeros(k.shape[0], dtype=bool)
+        hit[1:] |= differ
+        hit[:-1] |= differ
+        launch = self.launch
+        sel_off = (off[order])[hit]
+        region = launch.space.region(res.single_slot if res.single_slot >= 0 else
+                                     int((res.slot if ok is None else res.slot[ok])[order][hit][0]))
+        if region is None:
+            return
+        frames = launch.here()
+        launch.report(Violation(
+            kind="data_race", kernel="", frames=frames, program_id=(), access=access.op, masked=access.masked,
+            lanes=int(hit.sum()), arg=region.describe(), offsets=region.layout.coords(sel_off),
+            reason="same_program",
+            other={"access": access.op, "frames": frames, "program_ids": [list(launch.program_of(launch.pid_linear))]}))
 
     # --- synchronization through scalar atomics ----------------------------------------------------
     def atomic(self, access: Access, res) -> None:
