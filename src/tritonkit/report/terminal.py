@@ -92,7 +92,7 @@ def render_finding(f) -> RenderableType:
     if f.count and f.kind == "out_of_bounds":
         _fact(facts, "lanes", f"{f.count} in {f.occurrences} access{'es' if f.occurrences != 1 else ''}"
                               f" over {f.launches} launch{'es' if f.launches != 1 else ''}")
-    if f.other:
+    if f.other and f.reason != "same_program":  # lanes of one store: the message says it all
         o = f.other
         progs = ", ".join(_program(p) for p in o.get("program_ids", []))
         other = Text(f"{o['access']} at {_short_path(o['file'])}:{o['line']}", style="bold cyan")
