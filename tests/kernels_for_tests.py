@@ -1,4 +1,5 @@
 """Small kernels the engine tests launch (each with a marker comment on the line a test expects)."""
+import inspect
 import re
 
 import triton
@@ -94,6 +95,17 @@ def heuristic_scale(x_ptr, out_ptr, n, B: tl.constexpr):
     offs = tl.program_id(0) * B + tl.arange(0, B)
     x = tl.load(x_ptr + offs, mask=offs < n)
     tl.store(out_ptr + offs, x * 3, mask=offs < n)
+
+
+def kernel_line(kernel, marker: str) -> int:
+    """The 1-based file line of ``kernel``'s (a ``@triton.jit`` function's) source line that carries
+    ``# LINE: marker``.
+
+    Raises:
+        StopIteration: no line of the kernel carries the marker.
+    """
+    src, start = inspect.getsourcelines(kernel.fn)
+    return start + next(i for i, text in enumerate(src) if f"# LINE: {marker}" in text)
 
 
 def line_of(marker: str) -> int:

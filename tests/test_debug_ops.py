@@ -13,13 +13,7 @@ import triton
 import triton.language as tl
 
 import tritonkit
-
-
-def line_of(kernel, marker: str) -> int:
-    """The 1-based file line of ``kernel``'s source line that carries ``# LINE: marker``."""
-    import inspect
-    src, start = inspect.getsourcelines(kernel.fn)
-    return start + next(i for i, text in enumerate(src) if f"# LINE: {marker}" in text)
+from kernels_for_tests import kernel_line as line_of
 
 
 @triton.jit

@@ -1,19 +1,13 @@
 """``nan_inf`` (``nan=True`` / ``--nan``): where a NaN/Inf that reaches memory was made."""
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
 import triton
 import triton.language as tl
 
 import tritonkit
-
-
-def line_of(kernel, marker: str) -> int:
-    src, start = inspect.getsourcelines(kernel.fn)
-    return start + next(i for i, text in enumerate(src) if f"# LINE: {marker}" in text)
+from kernels_for_tests import kernel_line as line_of
 
 
 @triton.jit

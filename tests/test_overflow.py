@@ -1,7 +1,6 @@
 """``int_overflow``: integer arithmetic that overflows its type and then feeds an address."""
 from __future__ import annotations
 
-import inspect
 import operator
 
 import numpy as np
@@ -11,12 +10,8 @@ import triton
 import triton.language as tl
 
 import tritonkit
+from kernels_for_tests import kernel_line as line_of
 from tritonkit.check.checks.overflow import overflowing
-
-
-def line_of(kernel, marker: str) -> int:
-    src, start = inspect.getsourcelines(kernel.fn)
-    return start + next(i for i, text in enumerate(src) if f"# LINE: {marker}" in text)
 
 
 def of_kind(session, kind):
