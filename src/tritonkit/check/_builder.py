@@ -23,7 +23,6 @@ from triton.runtime import interpreter as _interp
 
 from . import _taint, _undefined
 from ._numerics import BITS_TYPES, dot_operands, float_to_int, from_float, to_float
-from .checks import Access
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._launch import Launch
@@ -103,13 +102,6 @@ def _sem(sem) -> str:
     """An atomic's memory semantics as Triton spells them (``"acq_rel"``, ``"relaxed"``, ...)."""
     name = getattr(sem, "name", None) or str(sem).rsplit(".", 1)[-1]
     return _SEMS.get(name, name.lower())
-
-
-def _region_of(space, res):
-    """The region of an access's first active lane (None when it points into no argument)."""
-    if res.n == 0:
-        return None
-    return space.region(res.single_slot if res.single_slot >= 0 else int(res.slot[0]))
 
 
 class CheckedBuilder(_interp.InterpreterBuilder):
@@ -299,7 +291,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             if other is not None and other.tainted:
                 _taint.carry(h, other)
         if launch.nan is not None:
-            launch.nan.loaded(launch, h, lambda: _performed(res, shape), _region_of(launch.space, res), res,
+            launch.nan.loaded(launch, h, lambda: _performed(res, shape), launch.space.region_of(res), res,
                               launch.sentinel_bits(elem_ty))
         return h
 
@@ -314,7 +306,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         self._stored(op, value, shape, res)
         flat = _flat(value.data, shape, dtype)
         if launch.race_state is not None:
-            launch.race_state.one_store(res, flat, Access(op, "store", dtype.itemsize, self._masked, shape))
+            launch.race_state.one_store(res, flat, op, self._masked)
         launch.space.scatter(res, flat)
 
     def _stored(self, op, value, shape, res) -> None:
@@ -327,7 +319,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         if value.undef is not None:
             launch.undefined_used(_taint.active(value, "undef", shape, performed), value.undef_at, op)
         if launch.nan is not None and value.nan is not None:
-            region = _region_of(launch.space, res)
+            region = launch.space.region_of(res)
             launch.nan.stored(launch, value, shape, performed, op, region.describe() if region else None)
 
     # --- descriptors and block pointers: label the access, reuse the masked paths ------------------

@@ -249,8 +249,7 @@ class Launch:
             if ptrs.undef is not None:
                 self.undefined_used(_taint.active(ptrs, "undef", shape, mask), ptrs.undef_at, f"{op} address")
             if ptrs.ovf is not None and self.overflow is not None:
-                region = self.space.region(res.single_slot if res.single_slot >= 0 else
-                                           (int(res.slot[0]) if res.n else 0))
+                region = self.space.region_of(res)
                 self.overflow.address_used(self, ptrs, shape, mask, op, region.describe() if region else None)
         if self.checks:
             acc = Access(op=op, kind=kind, size=size, masked=masked, shape=addrs.shape, sem=sem)
@@ -269,7 +268,7 @@ class Launch:
         n = int(np.count_nonzero(lanes))
         if not n:
             return
-        where = f"{os.path.basename(origin[0].file)}:{origin[0].line}" if origin else "a masked load"
+        where = origin[0].at() if origin else "a masked load"
         self.report(Violation(kind="undefined_value", kernel=self.kernel, frames=[], program_id=(), access=op,
                               masked=False, lanes=n,
                               message=f"{op} uses undefined lanes: masked off by the load at {where}, "

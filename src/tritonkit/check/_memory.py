@@ -258,6 +258,13 @@ class AddressSpace:
             return self.regions[slot - 1]
         return None
 
+    def region_of(self, res: "Resolved") -> Optional[Region]:
+        """The region of an access's first active lane (None when there is none, or it points into no
+        argument)."""
+        if res.n == 0:
+            return None
+        return self.region(res.single_slot if res.single_slot >= 0 else int(res.slot[0]))
+
     def add(self, name: str, storage: HostStorage, start: int, itemsize: int, shape, strides, dtype: str) -> Region:
         region = Region(slot=len(self.regions) + 1, name=name, shape=tuple(shape), strides=tuple(strides),
                         dtype=dtype, storage=storage, layout=Layout(start, itemsize, shape, strides))

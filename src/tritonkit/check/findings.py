@@ -39,6 +39,10 @@ class Frame:
     def source(self) -> str:
         return linecache.getline(self.file, self.line).rstrip("\n")
 
+    def at(self) -> str:
+        """``file.py:LINE`` (the file's base name), as messages quote a place."""
+        return f"{os.path.basename(self.file)}:{self.line}"
+
 
 @dataclasses.dataclass
 class Violation:
@@ -285,13 +289,13 @@ def _message(f: Finding) -> str:
                                     for r, n in sorted(f.reasons.items(), key=lambda kv: -kv[1])) + ")"
         return msg
     if f.kind == "data_race" and f.reason == "same_program":
-        mine = _program(f.program_ids[0]) if f.program_ids else "?"
+        mine = program_label(f.program_ids[0]) if f.program_ids else "?"
         return (f"{f.access} of `{f.arg}` in program {mine}: lanes of this one {f.access} write different values to "
                 f"{f.elements}; which lane's value lands is undefined on the GPU")
     if f.kind == "data_race" and f.other:
         o = f.other
-        mine = _program(f.program_ids[0]) if f.program_ids else "?"
-        theirs = _program(o["program_ids"][0]) if o.get("program_ids") else "?"
+        mine = program_label(f.program_ids[0]) if f.program_ids else "?"
+        theirs = program_label(o["program_ids"][0]) if o.get("program_ids") else "?"
         what = {"write_write": "both store", "write_read": "one stores what the other loads",
                 "read_write": "one loads what the other stores"}.get(f.reason, f.reason)
         return (f"{f.access} of `{f.arg}` in program {mine} races with the {o['access']} at line {o['line']} in "
@@ -301,7 +305,8 @@ def _message(f: Finding) -> str:
     return f.kind
 
 
-def _program(p) -> str:
+def program_label(p) -> str:
+    """A program id as Python writes the tuple: ``(3,)``, ``(0, 1)``."""
     return "(" + ", ".join(str(i) for i in p) + ("," if len(p) == 1 else "") + ")"
 
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import linecache
 import os
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional
 
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
+
+from ..check.findings import program_label
 
 _CONTEXT_BEFORE = 3
 _CONTEXT_AFTER = 1
@@ -47,8 +49,6 @@ def _source_block(file: str, line: int) -> Text:
     return text
 
 
-def _program(p: Sequence[int]) -> str:
-    return "(" + ", ".join(str(i) for i in p) + ("," if len(p) == 1 else "") + ")"
 
 
 def _fact(table: Table, name: str, value, style: Optional[str] = None) -> None:
@@ -82,7 +82,7 @@ def render_finding(f) -> RenderableType:
     if f.access:
         _fact(facts, "access", f"{f.access}, " + ("masked" if f.masked else "no mask"))
     if f.program_ids:
-        progs = ", ".join(_program(p) for p in f.program_ids)
+        progs = ", ".join(program_label(p) for p in f.program_ids)
         more = f"  … {f.num_programs} programs in all" if f.num_programs > len(f.program_ids) else \
             f"  ({f.num_programs} program{'s' if f.num_programs != 1 else ''})"
         _fact(facts, "programs", progs + more)
@@ -94,7 +94,7 @@ def render_finding(f) -> RenderableType:
                               f" over {f.launches} launch{'es' if f.launches != 1 else ''}")
     if f.other and f.reason != "same_program":  # lanes of one store: the message says it all
         o = f.other
-        progs = ", ".join(_program(p) for p in o.get("program_ids", []))
+        progs = ", ".join(program_label(p) for p in o.get("program_ids", []))
         other = Text(f"{o['access']} at {_short_path(o['file'])}:{o['line']}", style="bold cyan")
         other.append(f" in program{'s' if len(o.get('program_ids', [])) != 1 else ''} {progs}\n")
         other.append(f"{o['line']}  {o.get('source', '')}", style="bold")
@@ -103,11 +103,11 @@ def render_finding(f) -> RenderableType:
         ex = f.examples[0]
         if f.kind == "int_overflow":
             vals = "; ".join(_overflow_value(v) for v in ex.get("values", [])[:3])
-            _fact(facts, "values", f"program {_program(ex['program_id'])}: {vals}")
+            _fact(facts, "values", f"program {program_label(ex['program_id'])}: {vals}")
             _fact(facts, "feeds", f"the {f.access} at {ex.get('access_at', '?')}")
         else:
             inputs = ", ".join(repr(x) for x in ex.get("inputs", []))
-            _fact(facts, "first", f"program {_program(ex['program_id'])}, lane {ex.get('lane')}: inputs ({inputs}) "
+            _fact(facts, "first", f"program {program_label(ex['program_id'])}, lane {ex.get('lane')}: inputs ({inputs}) "
                                   f"-> {ex.get('result')}")
             _fact(facts, "reaches", f"the {f.access} at {ex.get('stored_at', '?')}")
     if f.configs:

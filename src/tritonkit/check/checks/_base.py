@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Tuple
 
+import numpy as np
+
 if TYPE_CHECKING:  # pragma: no cover
     from .._launch import Launch
     from .._memory import Resolved
@@ -30,6 +32,23 @@ class Access:
     masked: bool
     shape: Tuple[int, ...]
     sem: str = ""
+
+
+def element_cells(off: np.ndarray, size: int, g: int, ncells: int) -> np.ndarray:
+    """Shadow cells (elements of ``g`` bytes) that accesses of ``size`` bytes at byte offsets ``off`` cover.
+
+    Args:
+        off: int64 byte offsets from the storage's first byte, one per lane, shape ``(n,)``.
+        size: bytes per lane; a lane wider than a cell covers ``size // g`` consecutive cells.
+        g: bytes per cell; ncells: cells in the storage (results are clipped to ``[0, ncells)``).
+    Returns:
+        a new int64 array: ``(n,)``, or ``(n * (size // g),)`` lane-major when ``size > g``.
+    """
+    cells = off // g  # a new array: the caller's offsets are never modified
+    if size > g:
+        cells = (cells[:, None] + np.arange(size // g)[None, :]).reshape(-1)
+    np.clip(cells, 0, ncells - 1, out=cells)
+    return cells
 
 
 class Check:

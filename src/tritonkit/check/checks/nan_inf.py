@@ -16,7 +16,6 @@ reported.
 """
 from __future__ import annotations
 
-import os
 from typing import Optional, Sequence
 
 import numpy as np
@@ -185,7 +184,7 @@ class NanInfCheck(Check):
             return
         origin: _taint.Origin = value.nan_at
         here = launch.here()
-        at = f"{os.path.basename(here[0].file)}:{here[0].line}" if here else "?"
+        at = here[0].at() if here else "?"
         info = origin.info
         launch.report(Violation(
             kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,

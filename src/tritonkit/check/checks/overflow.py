@@ -16,7 +16,6 @@ is computed, whatever the result then addresses (out of bounds as well, usually,
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import numpy as np
@@ -145,7 +144,7 @@ class OverflowCheck(Check):
             return
         origin: _taint.Origin = ptrs.ovf_at
         here = launch.here()
-        at = f"{os.path.basename(here[0].file)}:{here[0].line}" if here else "?"
+        at = here[0].at() if here else "?"
         info = origin.info
         launch.report(Violation(
             kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,

@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..findings import Violation
-from ._base import Access, Check
+from ._base import Access, Check, element_cells
 
 _NONE = -1
 _SHOWN_PROGRAMS = 8
@@ -152,9 +152,9 @@ class _LaunchState:
         self.sync_vc: Dict[Tuple[int, int], np.ndarray] = {}
 
     # --- lanes of one store ---------------------------------------------------------------------------
-    def one_store(self, res, values_flat: np.ndarray, access: Access) -> None:
-        """Lanes of one store (``values_flat``: the block's values, flat) that write different values
-        to one element."""
+    def one_store(self, res, values_flat: np.ndarray, op: str, masked: bool) -> None:
+        """Lanes of one store ``op`` (``values_flat``: the block's values, flat, in the element dtype)
+        that write different values to one element."""
         if res.n < 2:
             return
         ok = res._ok
@@ -190,10 +190,10 @@ class _LaunchState:
             return
         frames = launch.here()
         launch.report(Violation(
-            kind="data_race", kernel="", frames=frames, program_id=(), access=access.op, masked=access.masked,
+            kind="data_race", kernel="", frames=frames, program_id=(), access=op, masked=masked,
             lanes=int(hit.sum()), arg=region.describe(), offsets=region.layout.coords(sel_off),
             reason="same_program",
-            other={"access": access.op, "frames": frames, "program_ids": [list(launch.program_of(launch.pid_linear))]}))
+            other={"access": op, "frames": frames, "program_ids": [list(launch.program_of(launch.pid_linear))]}))
 
     # --- synchronization through scalar atomics ----------------------------------------------------
     def atomic(self, access: Access, res) -> None:
@@ -239,12 +239,8 @@ class _LaunchState:
     def plain(self, region, off: np.ndarray, access: Access, whole) -> None:
         sh = self.shadow(region)
         g = sh.g
-        cells = off // g  # a new array: res.off itself is never modified
         size = access.size
-        if size > g:
-            cells = (cells[:, None] + np.arange(size // g)[None, :]).reshape(-1)
-        np.clip(cells, 0, sh.ncells - 1, out=cells)
-        cells = sh.index(cells)
+        cells = sh.index(element_cells(off, size, g, sh.ncells))
         launch = self.launch
         pid = launch.pid_linear
         site = launch.site_id(access.op)

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..findings import Violation
-from ._base import Access, Check
+from ._base import Access, Check, element_cells
 
 # torch dtype -> the bit pattern of the sentinel, as an unsigned integer of the element's size
 _FLOAT_SENTINELS = {torch.float32: 0x7FE5A5A5, torch.float64: 0x7FFCA5A5A5A5A5A5, torch.float16: 0x7EA5,
@@ -285,13 +285,8 @@ class UninitializedCheck(Check):
             if tr is None:
                 continue
             off = res.off if sel is None else res.off[sel]
-            g = tr.g
-            cells = off // g
-            size = access.size
-            per = max(1, size // g)
-            if per > 1:
-                cells = (cells[:, None] + np.arange(per)[None, :]).reshape(-1)
-            np.clip(cells, 0, tr.ncells - 1, out=cells)
+            per = max(1, access.size // tr.g)
+            cells = element_cells(off, access.size, tr.g, tr.ncells)
             reads = access.kind == "load" or (access.kind == "atomic" and access.op not in ("atomic_xchg",
                                                                                              "atomic_store"))
             if reads:
