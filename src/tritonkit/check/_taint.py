@@ -134,6 +134,11 @@ def active(h: TensorHandle, kind: str, shape, mask: Optional[np.ndarray]) -> Opt
     return u if u.any() else None
 
 
+def first_lane(lanes: np.ndarray) -> tuple:
+    """The index (a tuple, ``()`` for a 0-d array) of the first True lane of a bool array with one."""
+    return tuple(int(i) for i in np.argwhere(lanes.reshape(lanes.shape or (1,)))[0]) if lanes.shape else ()
+
+
 def first_lanes(lanes: np.ndarray, n: int) -> List[List[int]]:
     """Indices (in the block) of the first ``n`` True lanes of a bool array."""
     return [list(map(int, ix)) for ix in np.argwhere(lanes.reshape(lanes.shape or (1,)))[:n]]

@@ -132,7 +132,7 @@ class NanInfCheck(Check):
         if not born.any():
             _taint.mark(out, "nan", None, None)
             return
-        ix = tuple(np.argwhere(born.reshape(born.shape or (1,)))[0]) if born.shape else ()
+        ix = _taint.first_lane(born)
         text, inputs, result = describe(ix)
         origin = _taint.Origin(frames=launch.here(), program_id=launch.program_id(),
                                info={"origin": "produced", "text": text, "lane": list(map(int, ix)),
@@ -156,7 +156,7 @@ class NanInfCheck(Check):
             bad &= raw != np.array(sentinel).astype(raw.dtype)
             if not bad.any():
                 return
-        ix = tuple(np.argwhere(bad.reshape(bad.shape or (1,)))[0]) if bad.shape else ()
+        ix = _taint.first_lane(bad)
         flat = int(np.ravel_multi_index(ix, bad.shape)) if bad.shape else 0
         element = ""
         if region is not None:

@@ -121,8 +121,7 @@ class OverflowCheck(Check):
             np.asarray(r.astype(np.uint64) != s)
         if not bad.any():
             return
-        shape = np.shape(r)
-        ix = tuple(np.argwhere(bad.reshape(shape or (1,)))[0]) if shape else ()
+        ix = _taint.first_lane(bad)
         x, w = int(np.asarray(s)[ix]), int(np.asarray(r)[ix])
         ty = out.dtype.scalar.name
         text = f"cast to {ty} overflows: {x} does not fit in {ty} (becomes {w})"
