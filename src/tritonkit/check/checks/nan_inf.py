@@ -61,7 +61,13 @@ def _fmt(x: float) -> str:
 
 
 class NanInfCheck(Check):
-    """Reports the origin of NaN/Inf values that reach memory (see the module)."""
+    """Reports the origin of NaN/Inf values that reach memory (see the module).
+
+    Constructed without arguments (``nan=True`` or ``checks=["nan_inf"]``). The builder calls its
+    hooks with the interpreter's value handles (numpy arrays of any block shape; bf16/fp8 held as
+    raw bits and decoded here, fp16/fp32/fp64 as numpy floats; non-float handles are ignored).
+    None of them raises: origins are marked, and findings go through ``launch.report``.
+    """
 
     kind = "nan_inf"
 
@@ -73,7 +79,8 @@ class NanInfCheck(Check):
 
     # --- where values are made -----------------------------------------------------------------------
     def result(self, launch, op, out, ins: Sequence) -> None:
-        """``out`` was computed elementwise from ``ins`` (TensorHandles, broadcastable)."""
+        """``out`` was computed elementwise by ``op`` (a numpy ufunc or a name) from ``ins`` (handles
+        broadcastable to ``out``'s shape; only float inputs count as inputs that must be finite)."""
         got = _nonfinite(out)
         if got is None:
             return
@@ -103,7 +110,8 @@ class NanInfCheck(Check):
                      lambda ix: (f"dot: the sum of products is {_fmt(v[ix])} (every input finite)", [], float(v[ix])))
 
     def reduced(self, launch, name: str, out, inp) -> None:
-        """A reduction or scan ``out`` (tl.tensor) of ``inp`` (tl.tensor)."""
+        """A reduction or scan ``name`` (``"sum"``, ``"max"``, ...) made ``out`` (a ``tl.tensor``) from
+        ``inp`` (a ``tl.tensor``): non-finite results of all-finite inputs are an origin."""
         oh, ih = getattr(out, "handle", None), getattr(inp, "handle", None)
         if oh is None or ih is None or not _floating(oh) or not _floating(ih):
             return
@@ -140,8 +148,10 @@ class NanInfCheck(Check):
         _taint.mark(out, "nan", born, origin)
 
     def loaded(self, launch, out, performed, region, res, sentinel: Optional[int]) -> None:
-        """A load put NaN/Inf read from memory into ``out`` (``performed()``: bool, the block's lanes
-        really read; called only when some lane is not finite)."""
+        """A load (resolved as ``res``, into ``region``) put values read from memory into ``out``;
+        lanes really read (``performed()``: a bool array of the block's shape, computed only when
+        some value is not finite) that hold NaN/Inf, other than the uninitialized ``sentinel`` bits
+        (an unsigned int, or None), become a ``loaded`` origin."""
         if not _floating(out):
             return
         v = values(out.data, out.dtype.scalar)
@@ -174,7 +184,9 @@ class NanInfCheck(Check):
 
     # --- where they reach memory ---------------------------------------------------------------------
     def stored(self, launch, value, shape, performed: np.ndarray, op: str, arg: Optional[dict]) -> None:
-        """A store/atomic writes ``value`` at the lanes ``performed``: report NaN/Inf born in this kernel."""
+        """A store/atomic ``op`` writes ``value`` (broadcast to the block ``shape``) at the lanes
+        ``performed`` (bool, ``shape``) of tensor ``arg`` (its description): report NaN/Inf lanes that
+        carry an origin."""
         lanes = _taint.active(value, "nan", shape, performed)
         if lanes is None:
             return

@@ -72,7 +72,12 @@ def _exact(op, x: int, y: int) -> int:
 
 
 class OverflowCheck(Check):
-    """Reports integer arithmetic that overflowed its type and reached an address (see the module)."""
+    """Reports integer arithmetic that overflowed its type and reached an address (see the module).
+
+    Constructed without arguments (``checks=["int_overflow"]``). The builder calls its hooks with the
+    interpreter's value handles (numpy arrays of any block shape, ``()`` or ``(1,)`` for scalars);
+    none of them raises: overflowed lanes are marked, and findings go through ``launch.report``.
+    """
 
     kind = "int_overflow"
 
@@ -83,7 +88,9 @@ class OverflowCheck(Check):
         launch.overflow = None
 
     def arithmetic(self, launch, op, out, lhs, rhs) -> None:
-        """``out = lhs op rhs`` on integers was computed (wrapping); mark the lanes that overflowed."""
+        """``out = lhs op rhs`` (``op`` a numpy ufunc: add, subtract, multiply, left_shift) was computed
+        with wrapping on signed or unsigned integers of one dtype (``lhs``/``rhs`` broadcast to
+        ``out``'s shape); mark the lanes that overflowed. Other ops and dtypes are ignored."""
         if op not in _OPS or out.data.dtype.kind not in "iu" or out.data.dtype == np.bool_:
             return
         a, b, r = lhs.data, rhs.data, out.data
@@ -109,7 +116,8 @@ class OverflowCheck(Check):
         self._mark(launch, out, bad, {"op": name, "dtype": ty, "values": values, "text": text})
 
     def narrowing_cast(self, launch, src, out) -> None:
-        """An integer cast to a narrower type: mark lanes whose value changed."""
+        """``out`` is the integer handle ``src`` cast to a narrower integer type (same shape): mark
+        the lanes whose value changed. Widening and same-width (sign) casts are ignored."""
         s, r = src.data, out.data
         if s.dtype.kind not in "iu" or r.dtype.kind not in "iu" or s.dtype == np.bool_ or r.dtype == np.bool_:
             return
@@ -137,7 +145,9 @@ class OverflowCheck(Check):
         _taint.mark(out, "ovf", bad, origin)
 
     def address_used(self, launch, ptrs, shape, mask: Optional[np.ndarray], op: str, arg: Optional[dict]) -> None:
-        """A load/store/atomic with address ``ptrs``: report overflowed lanes that ``mask`` lets through."""
+        """A load/store/atomic ``op`` with address handle ``ptrs`` (uint64, block ``shape``) and bool
+        ``mask`` (broadcastable, None for all lanes): report the overflowed lanes the mask lets through,
+        naming the tensor ``arg`` (its description) it addresses."""
         lanes = _taint.active(ptrs, "ovf", shape, mask)
         if lanes is None:
             return

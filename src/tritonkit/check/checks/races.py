@@ -114,7 +114,11 @@ class _Shadow:
 
 class RaceCheck(Check):
     """Reports plain loads and stores of one element by two programs of a launch with no order
-    between them (see the module's docstring for the rule)."""
+    between them (see the module's docstring for the rule).
+
+    Constructed without arguments (``checks=["data_race"]``); its state lives on the launch
+    (``launch.race_state``) from ``begin_launch`` to ``end_launch``. Raises nothing itself.
+    """
 
     kind = "data_race"
 

@@ -63,7 +63,8 @@ _TL_SENTINELS = {"fp32": 0x7FE5A5A5, "fp64": 0x7FFCA5A5A5A5A5A5, "fp16": 0x7EA5,
 
 
 def sentinel_of_type(ty) -> Optional[int]:
-    """The sentinel bits of a float Triton type (None for other types: their loads are never NaN)."""
+    """The sentinel bits (an unsigned int of the type's width) of the Triton float type ``ty``
+    (``tl.float32``, ``tl.float16``, ...); None for other types, whose loads are never NaN."""
     return _TL_SENTINELS.get(getattr(ty, "name", ""))
 
 
@@ -231,7 +232,12 @@ def _wrap(orig, out_kw: bool):
 
 
 class UninitializedCheck(Check):
-    """Reports reads of tensor elements that nothing wrote since ``torch.empty*`` (see the module)."""
+    """Reports reads of tensor elements that nothing wrote since ``torch.empty*`` (see the module).
+
+    Constructed without arguments (``checks=["uninitialized_read"]``). While its session runs it
+    replaces ``torch.empty``, ``torch.empty_like``, ``torch.empty_strided``, ``Tensor.new_empty`` and
+    ``Tensor.new_empty_strided`` with wrappers (restored by ``end_session``). Raises nothing itself.
+    """
 
     kind = "uninitialized_read"
 
