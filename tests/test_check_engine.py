@@ -162,12 +162,17 @@ def test_heuristics_values_reach_the_kernel():
     torch.testing.assert_close(out, 3 * x)
 
 
-def test_stop_on_first_raises_at_the_first_finding():
+@pytest.mark.parametrize("engine", ["sequential", "auto"])
+def test_stop_on_first_raises_at_the_first_finding(engine):
     with pytest.raises(CheckAborted):
-        with checking(stop_on_first=True) as s:
+        with checking(stop_on_first=True, engine=engine) as s:
             unmasked_store[(4,)](torch.zeros(10), 2.0, B=16)
             unmasked_store[(4,)](torch.zeros(10), 2.0, B=16)
-    assert len(s.launches) == 1 and s.launches[0].programs == 0
+    # one program at a time stops inside program 0; the batched engine after its batch (the finding is
+    # the same: the first program's)
+    assert len(s.launches) == 1 and s.launches[0].status == "aborted"
+    assert s.launches[0].programs == (0 if engine == "sequential" else 4)
+    assert len(s.findings) == 1 and s.findings[0].program_ids == [[0]]
     assert s.summary()["aborted"].startswith("stopped at the first finding")
 
 

@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-checks", action="store_true",
                    help="run the interpreter without checks (accesses outside a tensor's storage are still "
                         "dropped, silently); for timing")
+    c.add_argument("--engine", choices=("auto", "sequential"), default="auto",
+                   help="auto (default): run many programs of a launch at once, falling back to one program at "
+                        "a time per launch where it must (the summary says which and why); sequential: one "
+                        "program at a time, like TRITON_INTERPRET=1")
+    c.add_argument("--batch-memory", type=int, metavar="MB",
+                   help="the most memory one value of a batch of programs may take, in MiB (default 256)")
     c.add_argument("target", nargs=argparse.REMAINDER, help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
     return p
 
@@ -163,7 +169,8 @@ def _cmd_check(args) -> int:
     session = None
     try:
         with checking(checks=checks, stop_on_first=args.stop_on_first, timeout=args.timeout, pdb=args.pdb,
-                      nan=args.nan) as session:
+                      nan=args.nan, engine=args.engine,
+                      batch_memory=args.batch_memory << 20 if args.batch_memory else None) as session:
             if kind == "script":
                 runpy.run_path(what, run_name="__main__")
             else:

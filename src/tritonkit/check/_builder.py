@@ -107,6 +107,8 @@ def _sem(sem) -> str:
 class CheckedBuilder(_interp.InterpreterBuilder):
     """An interpreter builder whose memory operations are checked by a :class:`Launch`."""
 
+    _ELEMENTWISE = _ELEMENTWISE
+
     def __init__(self, launch: "Launch") -> None:
         super().__init__()
         # device_assert always on (Triton's front end drops it unless options.debug); integer ops wrap
@@ -115,7 +117,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         self.launch = launch
         self._masked = True
         self._op = None
-        for name in _ELEMENTWISE:
+        for name in self._ELEMENTWISE:
             fn = getattr(self, name, None)
             if fn is not None:
                 setattr(self, name, self._tracking(fn, name.replace("create_", "").replace("_impl", "")))
@@ -274,10 +276,8 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         shape = ptrs.data.shape
         if other is None:
             out = np.zeros(shape, dtype=dtype)
-        elif other.data.shape == shape:
-            out = other.data.astype(dtype, copy=True)
-        else:
-            out = np.array(np.broadcast_to(other.data, shape), dtype=dtype)
+        else:  # a fresh C-contiguous array: the gather writes through its flat view
+            out = np.array(np.broadcast_to(other.data, shape), dtype=dtype, order="C")
         mask_data = _mask_data(mask)
         launch = self.launch
         op = self._op or "load"
@@ -290,6 +290,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             h = TensorHandle(out, elem_ty)
             if other is not None and other.tainted:
                 _taint.carry(h, other)
+        h.bat = getattr(ptrs, "bat", False)  # the batched engine's program axis (see _batched)
         if launch.nan is not None:
             launch.nan.loaded(launch, h, lambda: _performed(res, shape), launch.space.region_of(res), res,
                               launch.sentinel_bits(elem_ty))
@@ -397,4 +398,4 @@ class CheckedBuilder(_interp.InterpreterBuilder):
     def create_assert(self, condition, message, *rest):
         cond = np.asarray(condition.data if isinstance(condition, TensorHandle) else condition)
         if not cond.all():
-            self.launch.assert_failed(cond, message)
+            self.launch.assert_failed(cond, message, batched=getattr(condition, "bat", False))

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter as _interp
 
-from . import _taint
+from . import _batched, _taint
 from ._builder import CheckedBuilder, np_dtype_of
 from ._numerics import BITS_TYPES, from_float, to_float, values
 from ._memory import AddressSpace, HostStorage, Resolved
@@ -149,7 +149,12 @@ class LaunchRecord:
         lanes: active lanes checked.
         seconds: wall time of the launch in the interpreter, in seconds.
         status: ``"ok"``, ``"empty_grid"`` or ``"aborted"``.
-        engine: which executor ran it (``"sequential"``: one program at a time).
+        engine: which engine ran it: ``"batched"`` (many programs per execution of the kernel's
+            body), ``"sequential"`` (one program at a time), or ``"batched+sequential"`` (batched
+            until ``fallback`` made the rest run one at a time).
+        fallback: why (some of) its programs ran one at a time, or None.
+        batches: executions of the kernel's body for a batch of programs (0 when sequential).
+        groups: extra batches made where control flow diverged between programs.
     """
 
     kernel: str
@@ -161,6 +166,19 @@ class LaunchRecord:
     seconds: float = 0.0
     status: str = "ok"
     engine: str = "sequential"
+    fallback: Optional[str] = None
+    batches: int = 0
+    groups: int = 0
+
+
+@dataclasses.dataclass
+class _Batch:
+    """The programs of one execution of the batched engine: their execution indices, linear ids and
+    (x, y, z) ids (``(P,)`` arrays each)."""
+
+    order: np.ndarray
+    pids: np.ndarray
+    coords: Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class Launch:
@@ -182,6 +200,9 @@ class Launch:
         self.program_hooks = [c for c in self.checks if type(c).on_program is not Check.on_program]
         self.pid_linear = 0
         self.builder = CheckedBuilder(self)
+        self.batch: Optional[_Batch] = None  # the batch of programs running now (batched engine only)
+        self.tx = None  # the running transaction of the batched engine (see _engine), or None
+        self._last_batch: Tuple[int, ...] = (0, 0, 0)  # the first program of the last batch run
         self.record = LaunchRecord(kernel=kernel, grid=grid, config=config)
         self.spec_key: tuple = ()
         self.entry_frame = None  # the frame that runs the programs: kernel frames are all below it
@@ -189,7 +210,99 @@ class Launch:
         self._sites: List[Tuple[str, List[Frame]]] = []
 
     def program_id(self) -> Tuple[int, ...]:
-        return tuple(int(i) for i in self.builder.grid_idx)
+        """The running program's (x, y, z) id (the batch's first program under the batched engine)."""
+        if self.batch is not None:
+            return tuple(int(c[0]) for c in self.batch.coords)
+        idx = getattr(self.builder, "grid_idx", None)
+        return tuple(int(i) for i in idx) if idx is not None else self._last_batch
+
+    def execution_index(self, program_id: Sequence[int]) -> int:
+        """Where a program (its (x, y, z) id, trailing dims may be left out) comes in the order the
+        sequential engine runs them (``z`` fastest): the order findings are made in."""
+        x, y, z = (tuple(program_id) + (0, 0, 0))[:3]
+        _, gy, gz = self.grid
+        return z + gz * (y + gy * x)
+
+    # --- the batched engine ------------------------------------------------------------------------
+    def begin_batch(self, order: np.ndarray) -> None:
+        """Make the programs with execution indices ``order`` (int64, ``(P,)``) the running batch."""
+        from ._engine import batch_order
+        pids, coords = batch_order(self, order)
+        self.batch = _Batch(order=order, pids=pids, coords=coords)
+        self._last_batch = tuple(int(c[0]) for c in coords)
+        self.builder.set_batch(pids, coords)
+        self.record.batches += 1
+        for check in self.program_hooks:
+            check.on_program(self)
+
+    def end_batch(self) -> None:
+        self.batch = None
+
+    def begin_tx(self) -> None:
+        from ._engine import Transaction
+        self.tx = Transaction()
+        self.space.journal = self.tx.undo
+        self._tx_start = (self.record.programs, self.record.accesses, self.record.lanes, self.record.batches,
+                          self.record.groups)
+
+    def commit_tx(self) -> None:
+        """End the running transaction, releasing its held-back findings (may raise CheckAborted)."""
+        from ._engine import flush
+        tx, self.tx = self.tx, None
+        self.space.journal = None
+        if tx is not None:
+            flush(self, tx)
+
+    def rollback_tx(self) -> None:
+        """Undo everything the running transaction did (memory, checks' state, findings, counts)."""
+        tx, self.tx = self.tx, None
+        self.space.journal = None
+        if tx is not None:
+            tx.rollback_to((0, 0, 0))
+            r = self.record
+            r.programs, r.accesses, r.lanes, r.batches, r.groups = self._tx_start
+
+    def on_undo(self, fn) -> None:
+        """Register ``fn`` to be called if the running transaction is undone (no-op outside one)."""
+        if self.tx is not None:
+            self.tx.undo.append(fn)
+
+    def by_program(self, res: Resolved, positions: np.ndarray) -> Iterator[Tuple[Tuple[int, ...], np.ndarray]]:
+        """Split positions into an access's active lanes (``res`` arrays; int, increasing) by program.
+
+        Yields ``(program id, positions of that program)``; one pair (the running program) outside
+        the batched engine.
+        """
+        if self.batch is None:
+            if positions.shape[0]:
+                yield self.program_id(), positions
+            return
+        prog = res.lanes[positions] // res.per
+        cuts = np.flatnonzero(prog[1:] != prog[:-1]) + 1
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, prog.shape[0]]):
+            if hi > lo:
+                yield self.program_of(int(self.batch.pids[prog[lo]])), positions[lo:hi]
+
+    def lane_programs(self, res: Resolved, positions: Optional[np.ndarray] = None) -> Union[int, np.ndarray]:
+        """The linear program id of active lanes (``positions`` into ``res`` arrays, None for all):
+        an int64 array under the batched engine, the running program's id (an int) otherwise."""
+        if self.batch is None:
+            return self.pid_linear
+        lanes = res.lanes if positions is None else res.lanes[positions]
+        return self.batch.pids[lanes // res.per]
+
+    def block_programs(self, lanes: np.ndarray) -> Iterator[Tuple[int, Tuple[int, ...], np.ndarray]]:
+        """Split a bool array over a block (with the program axis first under the batched engine) by
+        program: yields ``(batch index, program id, that program's lanes)`` for programs with a True lane."""
+        if self.batch is None:
+            if lanes.any():
+                yield 0, self.program_id(), lanes
+            return
+        P = self.batch.pids.shape[0]
+        if lanes.ndim == 0 or lanes.shape[0] != P:
+            lanes = np.broadcast_to(lanes, (P,) + lanes.shape)
+        for b in np.flatnonzero(lanes.reshape(P, -1).any(axis=1)):
+            yield int(b), self.program_of(int(self.batch.pids[b])), lanes[b]
 
     def program_of(self, linear: int) -> Tuple[int, ...]:
         """The (x, y, z) program id of a linear one (``x + gx * (y + gy * z)``), cut to the grid's dims."""
@@ -240,7 +353,12 @@ class Launch:
         overflowed offsets); ``sem`` is an atomic's memory semantics.
         """
         res = self.space.resolve(addrs, mask)
-        self.record.accesses += 1
+        if self.batch is not None:
+            P = self.batch.pids.shape[0]
+            res.per = max(1, addrs.size // P)
+            self.record.accesses += P
+        else:
+            self.record.accesses += 1
         self.record.lanes += res.n
         if not self.session.bounds_enforced:
             res.keep(self.space.in_storage(res, size))
@@ -255,6 +373,9 @@ class Launch:
             acc = Access(op=op, kind=kind, size=size, masked=masked, shape=addrs.shape, sem=sem)
             for check in self.checks:
                 check.on_access(self, acc, res)
+        if self.tx is not None and res.n:
+            from ._engine import Guard
+            Guard.access(self, kind, res, size)
         return res
 
     def here(self) -> List[Frame]:
@@ -265,30 +386,47 @@ class Launch:
         """Undefined lanes (``lanes``: bool, None for none) reached ``op`` (a store, a reduction, ...)."""
         if lanes is None:
             return
-        n = int(np.count_nonzero(lanes))
-        if not n:
-            return
         where = origin[0].at() if origin else "a masked load"
-        self.report(Violation(kind="undefined_value", kernel=self.kernel, frames=[], program_id=(), access=op,
-                              masked=False, lanes=n,
-                              message=f"{op} uses undefined lanes: masked off by the load at {where}, "
-                                      "which has no other=",
-                              example=dict(self._example(np.argwhere(lanes.reshape(lanes.shape or (1,)))),
-                                           loaded_at=where)))
+        for _, pid, mine in self.block_programs(lanes):
+            n = int(np.count_nonzero(mine))
+            if not n:
+                continue
+            self.report(Violation(kind="undefined_value", kernel=self.kernel, frames=[], program_id=pid, access=op,
+                                  masked=False, lanes=n,
+                                  message=f"{op} uses undefined lanes: masked off by the load at {where}, "
+                                          "which has no other=",
+                                  example=dict(self._example(np.argwhere(mine.reshape(mine.shape or (1,))), pid),
+                                               loaded_at=where)))
 
-    def _example(self, lanes: np.ndarray) -> dict:
-        """A finding's example: this program's id and the first few lanes (``lanes``: int (n, ndim))."""
-        return {"program_id": list(self.program_id()[: max(1, self.grid_ndim)]),
+    def _example(self, lanes: np.ndarray, pid: Optional[Tuple[int, ...]] = None) -> dict:
+        """A finding's example: the program's id and the first few lanes (``lanes``: int (n, ndim))."""
+        pid = self.program_id() if pid is None else pid
+        return {"program_id": list(pid[: max(1, self.grid_ndim)]),
                 "lanes": [list(map(int, ix)) for ix in lanes[:_SHOWN_LANES]]}
 
     # --- debug operations ------------------------------------------------------------------------
     def device_print(self, prefix: str, hex: bool, handles) -> None:
-        """``tl.device_print``: one line per element, like the GPU's printf, ``pid (x, y, z) idx (i)``."""
-        pid = ", ".join(str(i) for i in self.program_id())
+        """``tl.device_print``: one line per element, like the GPU's printf, ``pid (x, y, z) idx (i)``.
+
+        Under the batched engine each program's lines are held back and printed in program order."""
+        if self.batch is None:
+            sys.stdout.write(self._print_lines(self.program_id(), prefix, hex,
+                                               [values(h.data, h.dtype.scalar) for h in handles]))
+            return
+        P = self.batch.pids.shape[0]
+        datas = [values(h.data, h.dtype.scalar) for h in handles]
+        for b in range(P):
+            pid = tuple(int(c[b]) for c in self.batch.coords)
+            mine = [d[b] if getattr(h, "bat", False) else d for d, h in zip(datas, handles)]
+            self.tx.prints.append((int(self.batch.order[b]), len(self.tx.prints),
+                                   self._print_lines(pid, prefix, hex, mine)))
+
+    def _print_lines(self, program_id, prefix: str, hex: bool, datas) -> str:
+        pid = ", ".join(str(i) for i in program_id)
         lines = []
-        for k, h in enumerate(handles):
-            data = values(h.data, h.dtype.scalar)
-            operand = f" (operand {k})" if len(handles) > 1 else ""
+        for k, data in enumerate(datas):
+            data = np.asarray(data)
+            operand = f" (operand {k})" if len(datas) > 1 else ""
             fmt = _print_format(data.dtype, hex)
             if data.size == 1 and data.ndim <= 1:
                 lines.append(f"pid ({pid}) idx (){prefix}{operand}{fmt(data.reshape(-1)[0])}")
@@ -297,25 +435,36 @@ class Launch:
             for idx in np.ndindex(data.shape):
                 at = ", ".join(str(i).rjust(w) for i, w in zip(idx, widths))
                 lines.append(f"pid ({pid}) idx ({at}){prefix}{operand}{fmt(data[idx])}")
-        sys.stdout.write("\n".join(lines) + "\n")
+        return "\n".join(lines) + "\n"
 
-    def assert_failed(self, cond: np.ndarray, message: str) -> None:
-        """A ``tl.device_assert`` (or ``assert`` in a kernel) whose condition is false in some lanes."""
-        failing = np.argwhere(~cond.astype(bool).reshape(cond.shape if cond.ndim else (1,)))
-        example = dict(self._example(failing), values=_assert_values(sys._getframe(1), cond, failing[:_SHOWN_LANES]))
-        self.report(Violation(kind="assert_failed", kernel=self.kernel, frames=[], program_id=(),
-                              access="device_assert", masked=False, lanes=len(failing),
-                              message=f"device_assert failed: {message}" if message else "device_assert failed",
-                              example=example))
+    def assert_failed(self, cond: np.ndarray, message: str, batched: bool = False) -> None:
+        """A ``tl.device_assert`` (or ``assert`` in a kernel) whose condition is false in some lanes
+        (``batched``: ``cond`` has the program axis first)."""
+        frame = sys._getframe(1)
+        text = f"device_assert failed: {message}" if message else "device_assert failed"
+        bad = ~cond.astype(bool)
+        if self.batch is not None and not batched:  # the same condition in every program of the batch
+            bad = np.broadcast_to(bad, (self.batch.pids.shape[0],) + bad.shape)
+        for b, pid, mine in self.block_programs(bad):
+            failing = np.argwhere(mine.reshape(mine.shape if mine.ndim else (1,)))
+            values_at = _assert_values(frame, ~mine, failing[:_SHOWN_LANES],
+                                       b if self.batch is not None else None)
+            self.report(Violation(kind="assert_failed", kernel=self.kernel, frames=kernel_frames(frame),
+                                  program_id=pid, access="device_assert", masked=False, lanes=len(failing),
+                                  message=text, example=dict(self._example(failing, pid), values=values_at)))
 
     def report(self, v: Violation) -> None:
-        """Record a violation at the current program and kernel line."""
+        """Record a violation at the current program and kernel line (held back until the running
+        transaction of the batched engine commits)."""
         v.kernel = self.kernel
         if not v.frames:
             v.frames = kernel_frames(sys._getframe(1))
         if not v.program_id:
             v.program_id = self.program_id()
         v.config = self.config
+        if self.tx is not None:
+            self.tx.reports.append((self.execution_index(v.program_id), len(self.tx.reports), v))
+            return
         self.session._add_violation(v, self, frame=_kernel_frame(sys._getframe(1)) if self.session.pdb else None)
 
 
@@ -336,8 +485,9 @@ def _print_format(dtype: np.dtype, hex: bool):
     return lambda v: str(int(v))
 
 
-def _assert_values(frame, cond: np.ndarray, failing: np.ndarray) -> Dict[str, list]:
-    """The values, at the failing lanes, of the kernel variables named in the assert's condition."""
+def _assert_values(frame, cond: np.ndarray, failing: np.ndarray, batch: Optional[int] = None) -> Dict[str, list]:
+    """The values, at the failing lanes, of the kernel variables named in the assert's condition
+    (``batch``: the program's index in the batch, whose slice of batched variables is read)."""
     import ast
     import linecache
 
@@ -362,6 +512,8 @@ def _assert_values(frame, cond: np.ndarray, failing: np.ndarray) -> Dict[str, li
         if not isinstance(val, tl.tensor) or not hasattr(val.handle, "data"):
             continue
         data = values(val.handle.data, val.dtype)
+        if batch is not None and getattr(val.handle, "bat", False):
+            data = data[batch]
         try:
             data = np.broadcast_to(data.reshape(data.shape or (1,)), cond.shape or (1,))
         except ValueError:
@@ -535,13 +687,6 @@ def _spec_item(v):
         return ("constexpr", repr(v))
 
 
-def _tensor_index(self) -> int:
-    data = np.asarray(self.handle.data)
-    if data.size != 1:
-        raise TypeError(f"only a scalar can be used as an index, not a block of shape {data.shape}")
-    return int(data.reshape(-1)[0])
-
-
 class _Patched:
     """Triton's language patched for interpretation, with ``builder`` underneath, for a block."""
 
@@ -557,8 +702,11 @@ class _Patched:
                 _interp._patch_builtin(lang.math, self.builder, scope)
             _interp._patch_lang_tensor(lang.tensor, scope)
             _interp._patch_lang_core(lang, scope)
-            # Triton < 3.7 converts with int(array of shape (1,)), which NumPy >= 2.4 refuses
-            scope.set_attr(lang.tensor, "__index__", _tensor_index)
+            # Triton < 3.7 converts with int(array of shape (1,)), which NumPy >= 2.4 refuses; under the
+            # batched engine a value that differs between programs splits the batch (see _batched)
+            scope.set_attr(lang.tensor, "__index__", _batched.tensor_index)
+            scope.set_attr(lang.tensor, "__bool__", _batched.tensor_bool)
+            scope.set_attr(lang.tensor, "T", property(_batched.tensor_transpose))
             # np.asarray(x) of a kernel tensor is its values (in pdb, in device-side debugging)
             scope.set_attr(lang.tensor, "__array__", _tensor_array)
         _interp._patch_builtin(tl.core.tensor_descriptor_base, self.builder, scope)
@@ -572,6 +720,7 @@ class _Patched:
             scope.set_attr(lang, "static_print", _static_print)
             scope.set_attr(lang, "static_assert", _static_assert)
         _taint.install(scope)
+        scope.set_attr(_interp.TensorHandle, "bat", False)  # values with a program axis (batched engine)
         self.errstate = np.errstate(all="ignore")  # the GPU raises no floating-point exceptions
         self.errstate.__enter__()
         self.scope = scope
@@ -614,7 +763,9 @@ def _widen(t):
         return t
     data = to_float(np.asarray(t.handle.data), t.dtype)
     ty = tl.block_type(tl.float32, list(t.type.shape)) if t.type.is_block() else tl.float32
-    return tl.tensor(_interp.TensorHandle(data, tl.float32), ty)
+    h = _interp.TensorHandle(data, tl.float32)
+    h.bat = _batched.is_batched(t.handle)
+    return tl.tensor(h, ty)
 
 
 def _narrow(t, like):
@@ -624,7 +775,9 @@ def _narrow(t, like):
     dt = like.dtype
     data = from_float(np.asarray(t.handle.data), dt)
     ty = tl.block_type(dt, list(t.type.shape)) if t.type.is_block() else dt
-    return tl.tensor(_interp.TensorHandle(data, dt), ty)
+    h = _interp.TensorHandle(data, dt)
+    h.bat = _batched.is_batched(t.handle)
+    return tl.tensor(h, ty)
 
 
 def _widened(op, input):
@@ -659,11 +812,11 @@ def _reduce_or_scan(op, input, items):
 
 
 def _reduce(input, axis, combine_fn, keep_dims=False, **kwargs):
-    return _widened(_interp.ReduceOps(axis, combine_fn, keep_dims), input)
+    return _widened(_batched.BatchedReduce(axis, combine_fn, keep_dims), input)
 
 
 def _scan(input, axis, combine_fn, reverse=False, **kwargs):
-    return _widened(_interp.ScanOps(axis, combine_fn, reverse), input)
+    return _widened(_batched.BatchedScan(axis, combine_fn, reverse), input)
 
 
 # --- compile-time debug operations: once per specialization and call site ---------------------------
@@ -795,12 +948,9 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
                 launch.builder.set_grid_dim(*dims)
                 launch.entry_frame = sys._getframe()
                 with timer:
-                    for x in range(dims[0]):
-                        for y in range(dims[1]):
-                            for z in range(dims[2]):
-                                launch.begin_program(x, y, z)
-                                fn(**call_args)
-                                record.programs += 1
+                    first = _run_batched(launch, fn, call_args, pyfn)
+                    if first < programs:
+                        _run_sequential(launch, fn, call_args, first)
         except _LaunchTimeout as e:
             record.status = "aborted"
             frames = _traceback_frames(e.__traceback__)
@@ -824,6 +974,71 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
             mapper.copy_back()
             session._end_launch(launch)
     return record
+
+
+_DEBUGGER_CALLS = ("breakpoint(", "set_trace(")
+_debugs: Dict[Any, bool] = {}
+
+
+def _calls_debugger(pyfn) -> bool:
+    """Whether a kernel's source calls ``breakpoint()`` or ``pdb.set_trace()`` (cached)."""
+    got = _debugs.get(pyfn)
+    if got is None:
+        try:
+            src = inspect.getsource(pyfn)
+        except (OSError, TypeError):
+            src = ""
+        got = _debugs[pyfn] = any(c in src for c in _DEBUGGER_CALLS)
+    return got
+
+
+def _engine_for(launch: Launch, pyfn) -> Optional[str]:
+    """Why this launch runs one program at a time from the start, or None to run it batched."""
+    session = launch.session
+    if getattr(session, "engine", "auto") == "sequential":
+        return "forced (engine='sequential')"
+    if session.pdb:
+        return "--pdb: the debugger stops in one program"
+    if _calls_debugger(pyfn):
+        return "the kernel calls breakpoint(): the debugger stops in one program"
+    return None
+
+
+def _run_batched(launch: Launch, fn, call_args, pyfn) -> int:
+    """Run the launch's programs with the batched engine as far as it can; returns the execution
+    index of the first program left to run one at a time."""
+    from ._batched import BatchedBuilder
+    from ._engine import DEFAULT_BATCH_MEMORY, run_batched
+
+    reason = _engine_for(launch, pyfn)
+    if reason is not None:
+        launch.record.engine = "sequential"
+        if not reason.startswith("forced"):
+            launch.record.fallback = reason
+        return 0
+    sequential = launch.builder
+    launch.builder = BatchedBuilder(launch)
+    launch.builder.set_grid_dim(*launch.grid)
+    try:
+        with _Patched(launch.builder):
+            first, why = run_batched(launch, fn, call_args,
+                                     getattr(launch.session, "batch_memory", None) or DEFAULT_BATCH_MEMORY)
+    finally:
+        launch.builder = sequential
+        launch.batch = None
+    launch.record.engine = "batched" if why is None else ("batched+sequential" if first else "sequential")
+    launch.record.fallback = why
+    return first
+
+
+def _run_sequential(launch: Launch, fn, call_args, first: int) -> None:
+    """Run the programs from execution index ``first`` on, one at a time (``z`` fastest)."""
+    _, gy, gz = launch.grid
+    total = launch.grid[0] * gy * gz
+    for e in range(first, total):
+        launch.begin_program(e // (gy * gz), (e // gz) % gy, e % gz)
+        fn(**call_args)
+        launch.record.programs += 1
 
 
 class _Timer:

@@ -212,7 +212,7 @@ class Resolved:
         aligned: every lane's ``off`` is a multiple of the access size (set by a check).
     """
 
-    __slots__ = ("n", "_lanes", "_slot", "off", "_ok", "single_slot", "lo", "hi", "aligned")
+    __slots__ = ("n", "_lanes", "_slot", "off", "_ok", "single_slot", "lo", "hi", "aligned", "per")
 
     def __init__(self, lanes, slot, off, single_slot: int, lo: int = 0, hi: int = 0):
         self.n = off.shape[0]
@@ -223,6 +223,7 @@ class Resolved:
         self.single_slot = single_slot
         self.lo, self.hi = lo, hi
         self.aligned = False
+        self.per = 0  # batched engine: lanes per program (the block's size); lane // per is the program
 
     @property
     def all_lanes(self) -> bool:
@@ -252,6 +253,14 @@ class AddressSpace:
     def __init__(self) -> None:
         self.regions: List[Region] = []
         self.storages: Dict[Tuple[str, int], HostStorage] = {}
+        # while the batched engine runs a transaction: the undo list every write is journaled into
+        self.journal: Optional[list] = None
+
+    def _journal(self, arr: np.ndarray, idx: np.ndarray) -> None:
+        """Remember the values at ``arr[idx]`` so that the running transaction can put them back."""
+        if self.journal is not None:
+            old = arr[idx]
+            self.journal.append(lambda: arr.__setitem__(idx, old))
 
     def region(self, slot: int) -> Optional[Region]:
         if 1 <= slot <= len(self.regions):
@@ -401,11 +410,14 @@ class AddressSpace:
             vals = values_flat if (sel is None and res.all_lanes) else values_flat[self._lanes(res, sel)]
             typed, idx = self._index(region, off, dtype, res.aligned)
             if typed is not None:
+                self._journal(typed, idx)
                 typed[idx] = vals
             else:
                 size = dtype.itemsize
                 raw = np.ascontiguousarray(vals).view(np.uint8).reshape(-1, size)
-                region.storage.buf[off[:, None] + np.arange(size)[None, :]] = raw
+                byte_idx = off[:, None] + np.arange(size)[None, :]
+                self._journal(region.storage.buf, byte_idx)
+                region.storage.buf[byte_idx] = raw
 
     def read_modify_write(self, res: Resolved, dtype: np.dtype, fn) -> np.ndarray:
         """Apply ``new = fn(old, lanes)`` to the allowed lanes; return the old values.
@@ -424,13 +436,24 @@ class AddressSpace:
             if typed is None:
                 continue  # misaligned atomics are dropped (the bounds check reports them)
             region.storage.written = True
-            if np.unique(idx).shape[0] == idx.shape[0]:
+            self._journal(typed, idx)
+            order = np.argsort(idx, kind="stable")
+            sidx = idx[order]
+            dup = sidx[1:] == sidx[:-1]
+            if not dup.any():
                 old = typed[idx].copy()
                 typed[idx] = fn(old, pos)
                 olds[pos] = old
-            else:
-                for i, p in zip(idx, pos):
-                    old = typed[i:i + 1].copy()
-                    typed[i:i + 1] = fn(old, np.array([p]))
-                    olds[p] = old[0]
+                continue
+            # lanes that hit one element are applied one after another in lane order: in rounds, the
+            # k-th lane of every element in round k
+            starts = np.r_[0, np.flatnonzero(~dup) + 1]
+            run = np.diff(np.r_[starts, sidx.shape[0]])
+            for k in range(int(run.max())):
+                live = run > k
+                sel = order[starts[live] + k]
+                i, p = idx[sel], pos[sel]
+                old = typed[i].copy()
+                typed[i] = fn(old, p)
+                olds[p] = old
         return olds

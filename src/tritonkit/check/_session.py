@@ -11,6 +11,7 @@ from ._launch import CheckAborted, InternalError, Launch, LaunchRecord
 from .checks import BoundsCheck, Check, default_checks, make_checks
 from .findings import Finding, FindingLog, Violation
 
+ENGINES = ("auto", "sequential")
 _active: Optional["CheckSession"] = None
 _active_lock = threading.Lock()
 
@@ -48,11 +49,26 @@ class CheckSession:
         timeout: seconds one launch may run before it is stopped and reported, None for no limit
             (ignored with ``pdb``: time spent in the debugger is not the kernel's).
         pdb: open the Python debugger at the first finding, in the kernel frame of the offending
-            program and line.
+            program and line (launches then run one program at a time).
+        engine: ``"auto"`` (the default: the batched engine, which runs many programs per execution
+            of the kernel's body, falling back to one program at a time per launch where it must) or
+            ``"sequential"`` (one program at a time, like Triton's interpreter).
+        batch_memory: the most bytes one value of a batch may take (None: 256 MiB); smaller batches
+            use less memory and run slower.
+
+    Raises:
+        ValueError: an unknown ``engine``, or a ``batch_memory`` that is not a positive integer.
     """
 
     def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
-                 timeout: Optional[float] = None, pdb: bool = False, nan: bool = False) -> None:
+                 timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
+                 batch_memory: Optional[int] = None) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        if batch_memory is not None and (not isinstance(batch_memory, int) or batch_memory <= 0):
+            raise ValueError(f"batch_memory must be a positive number of bytes, not {batch_memory!r}")
+        self.engine = engine
+        self.batch_memory = batch_memory
         self.checks: List[Check] = default_checks(nan=nan) if checks is None else make_checks(checks)
         self.bounds_enforced = any(isinstance(c, BoundsCheck) for c in self.checks)
         self.uninitialized = None  # the tracked allocations, while the uninitialized_read check runs
@@ -95,6 +111,10 @@ class CheckSession:
             "seconds": sum(r.seconds for r in self.launches),
             "findings_by_kind": by_kind,
             "checks": [c.kind for c in self.checks],
+            "engine": self.engine,
+            "batched_launches": sum(r.engine == "batched" for r in self.launches),
+            "fallbacks": [{"kernel": r.kernel, "grid": list(r.grid), "engine": r.engine, "reason": r.fallback}
+                          for r in self.launches if r.fallback],
             "aborted": self.aborted,
         }
 
@@ -183,7 +203,8 @@ def _on_stack(frame) -> bool:
 
 @contextlib.contextmanager
 def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
-             timeout: Optional[float] = None, pdb: bool = False, nan: bool = False) -> Iterator[CheckSession]:
+             timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
+             batch_memory: Optional[int] = None) -> Iterator[CheckSession]:
     """Check every Triton kernel launched inside the ``with`` block on the CPU.
 
     Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
@@ -198,13 +219,16 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         timeout: seconds a launch may run before it is stopped and reported (None: no limit).
         pdb: open pdb at the first finding, in the kernel frame of the offending program.
         nan: also report where NaN/Inf values that reach memory were made (``nan_inf``).
+        engine: ``"auto"`` (batched, with a per-launch fallback to one program at a time) or
+            ``"sequential"`` (always one program at a time).
+        batch_memory: the most bytes one value of a batch may take (None: 256 MiB).
 
     Yields:
         the :class:`CheckSession`; read ``session.findings`` after the block.
 
     Raises:
         RuntimeError: if a session is already active (sessions do not nest).
-        ValueError: an unknown check kind in ``checks``.
+        ValueError: an unknown check kind in ``checks``, an unknown ``engine``, a bad ``batch_memory``.
         CheckAborted: out of the block, when a kernel could not finish or ``stop_on_first`` fired;
             the reason is in ``session.findings``.
 
@@ -215,7 +239,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         assert not session.findings
     """
     global _active
-    session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan)
+    session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan,
+                           engine=engine, batch_memory=batch_memory)
     with _active_lock:
         if _active is not None:
             raise RuntimeError("a tritonkit check session is already active: sessions do not nest")
@@ -240,7 +265,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
 
 
 def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, nan: bool = False,
-                 **kwargs) -> CheckSession:
+                 engine: str = "auto", **kwargs) -> CheckSession:
     """Check one launch of one kernel: ``kernel[grid](*args, **kwargs)`` in the checked interpreter.
 
     Args:
@@ -250,6 +275,7 @@ def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, nan:
         *args, **kwargs: the kernel's arguments, as for ``kernel[grid](...)``.
         checks: the checks to run (None: the defaults).
         nan: also run the ``nan_inf`` check.
+        engine: ``"auto"`` or ``"sequential"`` (see :func:`checking`).
 
     Returns:
         the :class:`CheckSession` with the findings and the launch record. A launch that could
@@ -257,7 +283,7 @@ def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, nan:
         raised.
     """
     try:
-        with checking(checks=checks, nan=nan) as session:
+        with checking(checks=checks, nan=nan, engine=engine) as session:
             kernel[grid](*args, **kwargs)
     except InternalError:
         raise

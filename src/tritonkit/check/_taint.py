@@ -37,6 +37,87 @@ class Origin:
     info: Dict[str, object]
 
 
+class BatchOrigin:
+    """Where a taint started, under the batched engine: one :class:`Origin` per program of the batch
+    that had marked lanes (``programs``: bool, ``(P,)``), made by ``make(b)`` when a finding asks."""
+
+    def __init__(self, programs: np.ndarray, make) -> None:
+        self.programs = programs
+        self._make = make
+        self._made: Dict[int, Origin] = {}
+
+    def of(self, b: int) -> Optional[Origin]:
+        if not self.programs[b]:
+            return None
+        o = self._made.get(b)
+        if o is None:
+            o = self._made[b] = self._make(b)
+        return o
+
+
+class MergedOrigin:
+    """Two origins of values combined (batched engine): a program's origin is the first one's, if it
+    has one for that program, else the second one's."""
+
+    def __init__(self, first, second) -> None:
+        self.first, self.second = first, second
+
+    def of(self, b: int) -> Optional[Origin]:
+        o = origin_for(self.first, b)
+        return o if o is not None else origin_for(self.second, b)
+
+
+def origin_for(at, b: int):
+    """The origin of program ``b`` of the batch (any origin outside the batched engine)."""
+    if isinstance(at, (BatchOrigin, MergedOrigin)):
+        return at.of(b)
+    return at
+
+
+def merge(a, b):
+    """The origin of a value made from values with origins ``a`` and ``b``: the first one's (one
+    program at a time); per program the first that has one (batched engine)."""
+    if a is None:
+        return b
+    if b is None or a is b:
+        return a
+    if isinstance(a, (BatchOrigin, MergedOrigin)) or isinstance(b, (BatchOrigin, MergedOrigin)):
+        return MergedOrigin(a, b)
+    return a
+
+
+def make_origin(launch, lanes: np.ndarray, batched: bool, describe, n: int = 1):
+    """The origin of the marked ``lanes`` (bool, the value's shape) of a value made by the running
+    operation. ``describe(pairs)`` gives the facts from the first ``n`` marked lanes, each as a pair
+    (index into the value, index into the block: they differ by the program axis when ``batched``).
+
+    Returns an :class:`Origin`, or a :class:`BatchOrigin` under the batched engine."""
+    frames = launch.here()
+    batch = launch.batch
+    if batch is None:
+        ixs = _first(lanes, n)
+        return Origin(frames=frames, program_id=launch.program_id(), info=describe([(ix, ix) for ix in ixs]))
+    pids = batch.pids
+    if not batched:  # a value the same in every program: the same facts for each
+        ixs = _first(lanes, n)
+        info = describe([(ix, ix) for ix in ixs])
+        return BatchOrigin(np.ones(pids.shape[0], dtype=bool),
+                           lambda b: Origin(frames=frames, program_id=launch.program_of(int(pids[b])), info=info))
+    programs = lanes.reshape(lanes.shape[0], -1).any(axis=1)
+
+    def make(b: int) -> Origin:
+        ixs = _first(lanes[b], n)
+        return Origin(frames=frames, program_id=launch.program_of(int(pids[b])),
+                      info=describe([((b,) + ix, ix) for ix in ixs]))
+    return BatchOrigin(programs, make)
+
+
+def _first(lanes: np.ndarray, n: int) -> List[tuple]:
+    if not lanes.shape:
+        return [()]
+    return [tuple(int(i) for i in ix) for ix in np.argwhere(lanes)[:n]]
+
+
 def install(scope) -> None:
     """Give every TensorHandle class-level empty taints (fast to test) for the launch."""
     scope.set_attr(TensorHandle, "tainted", False)
@@ -63,7 +144,7 @@ def carry(out: TensorHandle, *ins) -> TensorHandle:
         for h in ins:
             hu = getattr(h, k, None)
             if hu is not None:
-                origin = origin or getattr(h, _AT[k])
+                origin = merge(origin, getattr(h, _AT[k]))
                 u = hu if u is None else (u | hu)
         if u is not None:
             if shape is None:
@@ -98,7 +179,8 @@ def select(out: TensorHandle, cond: TensorHandle, lhs: TensorHandle, rhs: Tensor
             u = u | np.broadcast_to(cu, shape)
         if np.any(u):
             at = _AT[k]
-            mark(out, k, np.asarray(u, dtype=bool), getattr(cond, at) or getattr(lhs, at) or getattr(rhs, at))
+            mark(out, k, np.asarray(u, dtype=bool),
+                 merge(merge(getattr(cond, at), getattr(lhs, at)), getattr(rhs, at)))
     return out
 
 
@@ -119,7 +201,7 @@ def dot(out: TensorHandle, a: TensorHandle, b: TensorHandle, d: TensorHandle) ->
         if du is not None:
             u |= np.broadcast_to(du, shape)
         at = _AT[k]
-        mark(out, k, u, getattr(a, at) or getattr(b, at) or getattr(d, at))
+        mark(out, k, u, merge(merge(getattr(a, at), getattr(b, at)), getattr(d, at)))
     return out
 
 

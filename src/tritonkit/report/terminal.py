@@ -118,6 +118,9 @@ def render_finding(f) -> RenderableType:
     return Group(header, loc, Text(), _source_block(f.file, f.line), message, Padding(facts, (0, 0, 0, 4)), Text())
 
 
+_SHOWN_FALLBACKS = 5
+
+
 def render_summary(summary: dict, kernels: Iterable, findings: List) -> RenderableType:
     """The end-of-run summary: per kernel launches/programs/findings/time, then totals by kind."""
     table = Table(title=None, show_edge=False, header_style="bold")
@@ -144,6 +147,18 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
     parts: List[RenderableType] = [Rule("tritonkit check summary"), table, line]
     if summary.get("checks") is not None:
         parts.append(Text("checks: " + (", ".join(summary["checks"]) or "none (--no-checks)"), style="dim"))
+    if summary.get("engine") is not None:
+        n, batched = summary["launches"], summary.get("batched_launches", 0)
+        parts.append(Text(f"engine: {summary['engine']}; {batched} of {n} launch{'es' if n != 1 else ''} "
+                          "ran fully batched", style="dim"))
+    fallbacks = summary.get("fallbacks") or []
+    for fb in fallbacks[:_SHOWN_FALLBACKS]:
+        grid = "x".join(str(g) for g in fb["grid"])
+        parts.append(Text(f"one program at a time: {fb['kernel']} (grid {grid}, {fb['engine']}): {fb['reason']}",
+                          style="dim"))
+    if len(fallbacks) > _SHOWN_FALLBACKS:
+        parts.append(Text(f"... and {len(fallbacks) - _SHOWN_FALLBACKS} more launches ran one program at a time "
+                          "(see the JSON summary)", style="dim"))
     if summary.get("empty_grids"):
         parts.append(Text(f"note: {summary['empty_grids']} launch(es) had a grid of 0 programs; "
                           "nothing ran in them", style="yellow"))

@@ -33,31 +33,35 @@ class BoundsCheck(Check):
                 res.aligned = True
         if ok is None or ok.all():
             return
-        bad = ~ok
         res.keep(ok)
-        slots = res.slot[bad]
-        offs = res.off[bad]
-        for slot in np.unique(slots):
-            sel = slots == slot
-            region = space.region(int(slot))
-            off = offs[sel]
-            if region is None:
-                addresses = [slot_base(int(slot)) + int(o) for o in off[:8]]
-                launch.report(Violation(kind=self.kind, kernel="", frames=[], program_id=(), access=access.op,
-                                        masked=access.masked, lanes=int(sel.sum()), reason="no_argument",
-                                        addresses=addresses))
+        slot_all = res.slot
+        for pid, pos in launch.by_program(res, np.flatnonzero(~ok)):
+            slots = slot_all[pos]
+            offs = res.off[pos]
+            for slot in np.unique(slots):
+                sel = slots == slot
+                self._report(launch, access, space.region(int(slot)), int(slot), offs[sel], pid)
+
+    def _report(self, launch, access: Access, region, slot: int, off: np.ndarray, pid) -> None:
+        """Report the offending lanes (byte offsets ``off``) of one program into one slot."""
+        size = access.size
+        if region is None:
+            addresses = [slot_base(slot) + int(o) for o in off[:8]]
+            launch.report(Violation(kind=self.kind, kernel="", frames=[], program_id=pid, access=access.op,
+                                    masked=access.masked, lanes=int(off.shape[0]), reason="no_argument",
+                                    addresses=addresses))
+            return
+        layout = region.layout
+        reason = np.full(off.shape, "outside_view", dtype=object)
+        reason[off >= layout.end] = "past_end"
+        reason[off < layout.start] = "before_start"
+        misaligned = (off & (size - 1)) != 0 if size > 1 else np.zeros(off.shape, bool)
+        reason[misaligned & (off >= layout.start) & (off < layout.end)] = "misaligned"
+        for why in ("past_end", "before_start", "outside_view", "misaligned"):
+            part = reason == why
+            if not part.any():
                 continue
-            layout = region.layout
-            reason = np.full(off.shape, "outside_view", dtype=object)
-            reason[off >= layout.end] = "past_end"
-            reason[off < layout.start] = "before_start"
-            misaligned = (off & (size - 1)) != 0 if size > 1 else np.zeros(off.shape, bool)
-            reason[misaligned & (off >= layout.start) & (off < layout.end)] = "misaligned"
-            for why in ("past_end", "before_start", "outside_view", "misaligned"):
-                part = reason == why
-                if not part.any():
-                    continue
-                launch.report(Violation(kind=self.kind, kernel="", frames=[], program_id=(), access=access.op,
-                                        masked=access.masked, lanes=int(part.sum()), arg=region.describe(),
-                                        offsets=layout.coords(off[part]), reason=why))
+            launch.report(Violation(kind=self.kind, kernel="", frames=[], program_id=pid, access=access.op,
+                                    masked=access.masked, lanes=int(part.sum()), arg=region.describe(),
+                                    offsets=layout.coords(off[part]), reason=why))
 

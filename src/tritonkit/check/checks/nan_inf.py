@@ -56,6 +56,11 @@ def _nonfinite(out):
     return v, fin
 
 
+def _batched(handles) -> bool:
+    """Whether any of these handles has the batched engine's program axis."""
+    return any(getattr(h, "bat", False) for h in handles if h is not None)
+
+
 def _fmt(x: float) -> str:
     return repr(float(x)) if np.isfinite(x) else str(float(x))
 
@@ -91,7 +96,7 @@ class NanInfCheck(Check):
         born = nonfin.copy()
         for _, hv in inputs:
             born &= np.broadcast_to(np.isfinite(hv), shape)
-        self._update(launch, out, nonfin, born, lambda ix: (
+        self._update(launch, out, nonfin, born, _batched(ins), lambda ix: (
             f"{_op_name(op)}({', '.join(_fmt(np.broadcast_to(hv, shape)[ix]) for _, hv in inputs)}) = "
             f"{_fmt(v[ix])}", [float(np.broadcast_to(hv, shape)[ix]) for _, hv in inputs], float(v[ix])))
 
@@ -106,7 +111,7 @@ class NanInfCheck(Check):
         born = ~fin & np.isfinite(av).all(axis=-1)[..., :, None] & np.isfinite(bv).all(axis=-2)[..., None, :]
         if _floating(d):
             born &= np.broadcast_to(np.isfinite(values(d.data, d.dtype.scalar)), v.shape)
-        self._update(launch, out, ~fin, born,
+        self._update(launch, out, ~fin, born, _batched((a, b, d)),
                      lambda ix: (f"dot: the sum of products is {_fmt(v[ix])} (every input finite)", [], float(v[ix])))
 
     def reduced(self, launch, name: str, out, inp) -> None:
@@ -125,27 +130,30 @@ class NanInfCheck(Check):
         if not np.isfinite(values(ih.data, ih.dtype.scalar)).all():
             return
         born = ~fin
-        self._update(launch, oh, born, born,
+        self._update(launch, oh, born, born, _batched((ih,)),
                      lambda ix: (f"{name} of finite values is {_fmt(v[ix])}", [], float(v[ix])))
 
-    def _update(self, launch, out, nonfin: np.ndarray, born: np.ndarray, describe) -> None:
+    def _update(self, launch, out, nonfin: np.ndarray, born: np.ndarray, batched: bool, describe) -> None:
         carried = out.nan
         if carried is not None:
             carried = np.broadcast_to(carried, nonfin.shape) & nonfin
             if not carried.any():
                 carried = None
-        if carried is not None:  # an earlier origin is the first operation: it stays
-            _taint.mark(out, "nan", carried | born, out.nan_at)
-            return
-        if not born.any():
+        if carried is None and not born.any():
             _taint.mark(out, "nan", None, None)
             return
-        ix = _taint.first_lane(born)
-        text, inputs, result = describe(ix)
-        origin = _taint.Origin(frames=launch.here(), program_id=launch.program_id(),
-                               info={"origin": "produced", "text": text, "lane": list(map(int, ix)),
-                                     "inputs": inputs, "result": result})
-        _taint.mark(out, "nan", born, origin)
+
+        def info(pairs) -> dict:
+            full, lane = pairs[0]
+            text, inputs, result = describe(full)
+            return {"origin": "produced", "text": text, "lane": list(lane), "inputs": inputs, "result": result}
+        if carried is not None:  # an earlier origin is the first operation: it stays
+            origin = out.nan_at
+            if batched and born.any():  # programs with no earlier origin get this one
+                origin = _taint.merge(origin, _taint.make_origin(launch, born, True, info))
+            _taint.mark(out, "nan", carried | born, origin)
+            return
+        _taint.mark(out, "nan", born, _taint.make_origin(launch, born, batched, info))
 
     def loaded(self, launch, out, performed, region, res, sentinel: Optional[int]) -> None:
         """A load (resolved as ``res``, into ``region``) put values read from memory into ``out``;
@@ -166,21 +174,21 @@ class NanInfCheck(Check):
             bad &= raw != np.array(sentinel).astype(raw.dtype)
             if not bad.any():
                 return
-        ix = _taint.first_lane(bad)
-        flat = int(np.ravel_multi_index(ix, bad.shape)) if bad.shape else 0
-        element = ""
-        if region is not None:
-            pos = int(np.searchsorted(res.lanes, flat))
-            if pos < res.n and int(res.lanes[pos]) == flat:
-                coords = region.layout.coords(res.off[pos:pos + 1])[0]
-                element = f"{region.name}[{', '.join(str(int(c)) for c in coords)}]"
-        name = region.name if region is not None else "memory"
-        text = f"`{name}` already holds {_fmt(v[ix])}" + (f" at {element}" if element else "") + \
-               " (loaded here: it was in the input, not made by this kernel)"
-        origin = _taint.Origin(frames=launch.here(), program_id=launch.program_id(),
-                               info={"origin": "loaded", "text": text, "lane": list(map(int, ix)), "inputs": [],
-                                     "result": float(v[ix]), "element": element})
-        _taint.mark(out, "nan", bad, origin)
+        def info(pairs) -> dict:
+            ix, lane = pairs[0]
+            flat = int(np.ravel_multi_index(ix, bad.shape)) if bad.shape else 0
+            element = ""
+            if region is not None:
+                pos = int(np.searchsorted(res.lanes, flat))
+                if pos < res.n and int(res.lanes[pos]) == flat:
+                    coords = region.layout.coords(res.off[pos:pos + 1])[0]
+                    element = f"{region.name}[{', '.join(str(int(c)) for c in coords)}]"
+            name = region.name if region is not None else "memory"
+            text = f"`{name}` already holds {_fmt(v[ix])}" + (f" at {element}" if element else "") + \
+                   " (loaded here: it was in the input, not made by this kernel)"
+            return {"origin": "loaded", "text": text, "lane": list(lane), "inputs": [], "result": float(v[ix]),
+                    "element": element}
+        _taint.mark(out, "nan", bad, _taint.make_origin(launch, bad, getattr(out, "bat", False), info))
 
     # --- where they reach memory ---------------------------------------------------------------------
     def stored(self, launch, value, shape, performed: np.ndarray, op: str, arg: Optional[dict]) -> None:
@@ -194,14 +202,17 @@ class NanInfCheck(Check):
         lanes = lanes & ~np.isfinite(v)
         if not lanes.any():
             return
-        origin: _taint.Origin = value.nan_at
         here = launch.here()
         at = here[0].at() if here else "?"
-        info = origin.info
-        launch.report(Violation(
-            kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,
-            masked=True, lanes=int(np.count_nonzero(lanes)), arg=arg, reason=str(info["origin"]),
-            message=f"{info['text']}; it reaches the {op} at {at}",
-            example={"program_id": list(origin.program_id[: max(1, launch.grid_ndim)]), "lane": info["lane"],
-                     "inputs": info["inputs"], "result": info["result"], "stored_at": at}))
+        for b, _, mine in launch.block_programs(lanes):
+            origin: _taint.Origin = _taint.origin_for(value.nan_at, b)
+            if origin is None:
+                continue
+            info = origin.info
+            launch.report(Violation(
+                kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,
+                masked=True, lanes=int(np.count_nonzero(mine)), arg=arg, reason=str(info["origin"]),
+                message=f"{info['text']}; it reaches the {op} at {at}",
+                example={"program_id": list(origin.program_id[: max(1, launch.grid_ndim)]), "lane": info["lane"],
+                         "inputs": info["inputs"], "result": info["result"], "stored_at": at}))
         _taint.mark(value, "nan", None, None)

@@ -100,20 +100,22 @@ class OverflowCheck(Check):
         if bad is None:
             return
         shape = np.shape(r)
-        a_b, b_b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-        lanes = np.argwhere(bad.reshape(shape or (1,)))[:_SHOWN]
+        a_b, b_b, r_b = np.broadcast_to(a, shape), np.broadcast_to(b, shape), np.asarray(r)
         sym, name = _OPS[op]
-        values = []
-        for ix in lanes:
-            ix = tuple(ix) if shape else ()
-            x, y, w = int(a_b[ix]), int(b_b[ix]), int(np.asarray(r)[ix])
-            values.append({"lane": list(map(int, ix)), "lhs": x, "op": sym, "rhs": y, "exact": _exact(op, x, y),
-                           "wrapped": w})
         ty = out.dtype.scalar.name
-        v0 = values[0]
-        text = f"{ty} {name} overflows: {v0['lhs']} {sym} {v0['rhs']} = {v0['exact']} does not fit in {ty} " \
-               f"(wraps to {v0['wrapped']})"
-        self._mark(launch, out, bad, {"op": name, "dtype": ty, "values": values, "text": text})
+
+        def describe(pairs) -> dict:
+            values = []
+            for full, lane in pairs:
+                x, y, w = int(a_b[full]), int(b_b[full]), int(r_b[full])
+                values.append({"lane": list(lane), "lhs": x, "op": sym, "rhs": y, "exact": _exact(op, x, y),
+                               "wrapped": w})
+            v0 = values[0]
+            text = f"{ty} {name} overflows: {v0['lhs']} {sym} {v0['rhs']} = {v0['exact']} does not fit in {ty} " \
+                   f"(wraps to {v0['wrapped']})"
+            return {"op": name, "dtype": ty, "values": values, "text": text}
+        self._mark(launch, out, np.broadcast_to(bad, shape) if bad.shape != shape else bad, describe, _SHOWN,
+                   getattr(lhs, "bat", False) or getattr(rhs, "bat", False))
 
     def narrowing_cast(self, launch, src, out) -> None:
         """``out`` is the integer handle ``src`` cast to a narrower integer type (same shape): mark
@@ -129,19 +131,22 @@ class OverflowCheck(Check):
             np.asarray(r.astype(np.uint64) != s)
         if not bad.any():
             return
-        ix = _taint.first_lane(bad)
-        x, w = int(np.asarray(s)[ix]), int(np.asarray(r)[ix])
         ty = out.dtype.scalar.name
-        text = f"cast to {ty} overflows: {x} does not fit in {ty} (becomes {w})"
-        self._mark(launch, out, bad, {"op": "cast", "dtype": ty,
-                                      "values": [{"lane": list(map(int, ix)), "value": x, "wrapped": w}], "text": text})
+        s_a, r_a = np.asarray(s), np.asarray(r)
 
-    def _mark(self, launch, out, bad, info) -> None:
+        def describe(pairs) -> dict:
+            full, lane = pairs[0]
+            x, w = int(s_a[full]), int(r_a[full])
+            return {"op": "cast", "dtype": ty, "values": [{"lane": list(lane), "value": x, "wrapped": w}],
+                    "text": f"cast to {ty} overflows: {x} does not fit in {ty} (becomes {w})"}
+        self._mark(launch, out, bad, describe, 1, getattr(src, "bat", False))
+
+    def _mark(self, launch, out, bad, describe, n: int, batched: bool) -> None:
+        origin = _taint.make_origin(launch, bad, batched, describe, n)
         old = out.ovf
         if old is not None:  # already carrying an earlier overflow: the earlier origin stays
-            _taint.mark(out, "ovf", np.asarray(np.broadcast_to(old, bad.shape) | bad), out.ovf_at)
+            _taint.mark(out, "ovf", np.asarray(np.broadcast_to(old, bad.shape) | bad), _taint.merge(out.ovf_at, origin))
             return
-        origin = _taint.Origin(frames=launch.here(), program_id=launch.program_id(), info=info)
         _taint.mark(out, "ovf", bad, origin)
 
     def address_used(self, launch, ptrs, shape, mask: Optional[np.ndarray], op: str, arg: Optional[dict]) -> None:
@@ -151,15 +156,18 @@ class OverflowCheck(Check):
         lanes = _taint.active(ptrs, "ovf", shape, mask)
         if lanes is None:
             return
-        origin: _taint.Origin = ptrs.ovf_at
         here = launch.here()
         at = here[0].at() if here else "?"
-        info = origin.info
-        launch.report(Violation(
-            kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,
-            masked=mask is not None, lanes=int(np.count_nonzero(lanes)), arg=arg, reason=str(info["op"]),
-            message=f"{info['text']}; the result feeds the address of the {op} at {at}",
-            example={"program_id": list(origin.program_id[: max(1, launch.grid_ndim)]), "values": info["values"],
-                     "access_at": at, "lanes": _taint.first_lanes(lanes, 8)}))
+        for b, _, mine in launch.block_programs(lanes):
+            origin: _taint.Origin = _taint.origin_for(ptrs.ovf_at, b)
+            if origin is None:
+                continue
+            info = origin.info
+            launch.report(Violation(
+                kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,
+                masked=mask is not None, lanes=int(np.count_nonzero(mine)), arg=arg, reason=str(info["op"]),
+                message=f"{info['text']}; the result feeds the address of the {op} at {at}",
+                example={"program_id": list(origin.program_id[: max(1, launch.grid_ndim)]),
+                         "values": info["values"], "access_at": at, "lanes": _taint.first_lanes(mine, 8)}))
         _taint.mark(ptrs, "ovf", None, None)
 

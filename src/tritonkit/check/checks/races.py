@@ -142,7 +142,7 @@ class RaceCheck(Check):
             return
         for region, sel in launch.space._groups(res):
             off = res.off if sel is None else res.off[sel]
-            st.plain(region, off, access, res if sel is None else None)
+            st.plain(region, off, access, res, sel)
 
 
 class _LaunchState:
@@ -178,6 +178,11 @@ class _LaunchState:
         if not same.any():
             return
         lanes = (res.lanes if ok is None else res.lanes[ok])[order]
+        launch = self.launch
+        pids = launch.lane_programs(res, None if ok is None else np.flatnonzero(ok))
+        if not isinstance(pids, int):  # lanes of other programs on one element: the engine's guard sees those
+            pids = pids[order]
+            same &= pids[1:] == pids[:-1]
         vals = values_flat[lanes]
         bits = vals.view(np.dtype(f"u{vals.dtype.itemsize}")) if vals.dtype.kind == "f" else vals
         differ = same & (bits[1:] != bits[:-1])
@@ -186,21 +191,25 @@ class _LaunchState:
         hit = np.zeros(k.shape[0], dtype=bool)
         hit[1:] |= differ
         hit[:-1] |= differ
-        launch = self.launch
-        sel_off = (off[order])[hit]
         region = launch.space.region(res.single_slot if res.single_slot >= 0 else
                                      int((res.slot if ok is None else res.slot[ok])[order][hit][0]))
         if region is None:
             return
         frames = launch.here()
-        launch.report(Violation(
-            kind="data_race", kernel="", frames=frames, program_id=(), access=op, masked=masked,
-            lanes=int(hit.sum()), arg=region.describe(), offsets=region.layout.coords(sel_off),
-            reason="same_program",
-            other={"access": op, "frames": frames, "program_ids": [list(launch.program_of(launch.pid_linear))]}))
+        sorted_off = off[order]
+        for me in ([pids] if isinstance(pids, int) else np.unique(pids[hit]).tolist()):
+            mine = hit if isinstance(pids, int) else hit & (pids == me)
+            launch.report(Violation(
+                kind="data_race", kernel="", frames=frames, program_id=launch.program_of(me), access=op,
+                masked=masked, lanes=int(mine.sum()), arg=region.describe(),
+                offsets=region.layout.coords(sorted_off[mine]), reason="same_program",
+                other={"access": op, "frames": frames, "program_ids": [list(launch.program_of(me))]}))
 
     # --- synchronization through scalar atomics ----------------------------------------------------
     def atomic(self, access: Access, res) -> None:
+        if self.launch.batch is not None:
+            self._batched_atomic(access, res)
+            return
         if access.sem == "relaxed" or res.single_slot < 0 or res.lo != res.hi or res._ok is not None:
             return
         region = self.launch.space.region(res.single_slot)
@@ -223,6 +232,16 @@ class _LaunchState:
                 for sh in self.shadows.values():
                     sh.with_epochs()
 
+    def _batched_atomic(self, access: Access, res) -> None:
+        """Under the batched engine: an atomic that may order programs (one element per program, not
+        relaxed: a lock, a flag, a counter) needs them run one at a time, from the first batch where
+        one is made (vector clocks of programs run batched before would be missing)."""
+        if access.sem == "relaxed" or res.per != 1:
+            return
+        from .._batched import Unbatchable
+        raise Unbatchable("atomics that may order programs (a lock, a flag, a counter) are checked for data "
+                          "races one program at a time")
+
     # --- plain loads and stores --------------------------------------------------------------------
     def shadow(self, region) -> _Shadow:
         storage = region.storage
@@ -240,13 +259,25 @@ class _LaunchState:
             out[idx] = epochs[idx] > self.vc[who[idx]]
         return out
 
-    def plain(self, region, off: np.ndarray, access: Access, whole) -> None:
+    def _journal(self, sh: _Shadow, cells: np.ndarray, names) -> None:
+        """Under the batched engine: remember the shadow's ``names`` fields at ``cells`` so that an
+        undone transaction puts them back."""
+        if self.launch.tx is None:
+            return
+        saved = [(getattr(sh, n), getattr(sh, n)[cells]) for n in names if getattr(sh, n) is not None]
+        self.launch.on_undo(lambda: [arr.__setitem__(cells, old) for arr, old in saved])
+
+    def plain(self, region, off: np.ndarray, access: Access, res, sel) -> None:
+        """A plain load/store of the lanes ``sel`` (bool over ``res`` arrays, None for all) of ``res``
+        into ``region`` (byte offsets ``off``)."""
         sh = self.shadow(region)
         g = sh.g
         size = access.size
         cells = sh.index(element_cells(off, size, g, sh.ncells))
         launch = self.launch
-        pid = launch.pid_linear
+        pid = launch.lane_programs(res, None if sel is None else np.flatnonzero(sel))
+        if not isinstance(pid, int) and size > g:
+            pid = np.repeat(pid, size // g)
         site = launch.site_id(access.op)
         epoch = self.epoch
         if access.kind == "load":
@@ -254,19 +285,25 @@ class _LaunchState:
                 w = sh.w[cells]
                 bad = self._unordered(w, sh.we[cells] if sh.we is not None else None, pid)
                 if bad.any():
-                    self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_read")
+                    self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_read", pid)
+            self._journal(sh, cells, ("r1", "r1s", "r2", "r2s", "r1e", "r2e"))
             r1 = sh.r1[cells]
             fresh = r1 == _NONE
-            if fresh.all():
-                sh.r1[cells], sh.r1s[cells] = pid, site
-                if sh.r1e is not None:
-                    sh.r1e[cells] = epoch
-                return
-            c = cells[fresh]
-            sh.r1[c], sh.r1s[c] = pid, site
-            other = ~fresh & (r1 != pid)
+            if isinstance(pid, int):
+                if fresh.all():
+                    sh.r1[cells], sh.r1s[cells] = pid, site
+                    if sh.r1e is not None:
+                        sh.r1e[cells] = epoch
+                    return
+                c = cells[fresh]
+                sh.r1[c], sh.r1s[c] = pid, site
+                other = ~fresh & (r1 != pid)
+            else:  # lanes of many programs: the first reader of a fresh element is r1, the last other r2
+                c = cells[fresh][::-1]
+                sh.r1[c], sh.r1s[c] = pid[fresh][::-1], site
+                other = sh.r1[cells] != pid
             c2 = cells[other]
-            sh.r2[c2], sh.r2s[c2] = pid, site
+            sh.r2[c2], sh.r2s[c2] = (pid if isinstance(pid, int) else pid[other]), site
             if sh.r1e is not None:
                 sh.r1e[c] = epoch
                 sh.r2e[c2] = epoch
@@ -276,35 +313,43 @@ class _LaunchState:
         w = sh.w[cells]
         bad = self._unordered(w, sh.we[cells] if sh.we is not None else None, pid)
         if bad.any():
-            self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_write")
+            self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_write", pid)
         for r, rs, re in ((sh.r1, sh.r1s, sh.r1e), (sh.r2, sh.r2s, sh.r2e)):
             who = r[cells]
             bad = self._unordered(who, re[cells] if re is not None else None, pid)
             if bad.any():
-                self._report(region, off, cells, size, g, bad, who, rs[cells], access, "read_write")
+                self._report(region, off, cells, size, g, bad, who, rs[cells], access, "read_write", pid)
+        self._journal(sh, cells, ("w", "ws", "r1", "r2", "we"))
         sh.w[cells], sh.ws[cells] = pid, site
         sh.r1[cells] = _NONE
         sh.r2[cells] = _NONE
         if sh.we is not None:
             sh.we[cells] = epoch
 
-    def _report(self, region, off, cells, size, g, bad, who, sites, access: Access, reason: str) -> None:
+    def _report(self, region, off, cells, size, g, bad, who, sites, access: Access, reason: str, pid) -> None:
         launch = self.launch
         per_lane = max(1, size // g)
         lane_bad = bad.reshape(-1, per_lane).any(axis=1) if per_lane > 1 else bad
         lane_who = who.reshape(-1, per_lane)[:, 0] if per_lane > 1 else who
         lane_site = sites.reshape(-1, per_lane)[:, 0] if per_lane > 1 else sites
-        for s in np.unique(lane_site[lane_bad]):
-            sel = lane_bad & (lane_site == s)
-            others: List[int] = []
-            for p in lane_who[sel].tolist():
-                if p not in others:
-                    others.append(p)
-                    if len(others) >= _SHOWN_PROGRAMS:
-                        break
-            op, frames = launch.site(int(s))
-            launch.report(Violation(
-                kind="data_race", kernel="", frames=[], program_id=(), access=access.op, masked=access.masked,
-                lanes=int(sel.sum()), arg=region.describe(), offsets=region.layout.coords(off[sel]), reason=reason,
-                other={"access": op, "frames": frames,
-                       "program_ids": [list(launch.program_of(p)) for p in others]}))
+        if isinstance(pid, int):
+            groups = [(pid, lane_bad)]
+        else:
+            lane_pid = pid.reshape(-1, per_lane)[:, 0] if per_lane > 1 else pid
+            groups = [(int(p), lane_bad & (lane_pid == p)) for p in np.unique(lane_pid[lane_bad])]
+        for me, mine in groups:
+            for s in np.unique(lane_site[mine]):
+                sel = mine & (lane_site == s)
+                others: List[int] = []
+                for p in lane_who[sel].tolist():
+                    if p not in others:
+                        others.append(p)
+                        if len(others) >= _SHOWN_PROGRAMS:
+                            break
+                op, frames = launch.site(int(s))
+                launch.report(Violation(
+                    kind="data_race", kernel="", frames=[], program_id=launch.program_of(me), access=access.op,
+                    masked=access.masked, lanes=int(sel.sum()), arg=region.describe(),
+                    offsets=region.layout.coords(off[sel]), reason=reason,
+                    other={"access": op, "frames": frames,
+                           "program_ids": [list(launch.program_of(p)) for p in others]}))

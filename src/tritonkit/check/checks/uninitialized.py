@@ -300,11 +300,25 @@ class UninitializedCheck(Check):
                 if per > 1:
                     bad = bad.reshape(-1, per).any(axis=1)
                 if bad.any():
-                    launch.report(Violation(
-                        kind=self.kind, kernel="", frames=[], program_id=(), access=access.op, masked=access.masked,
-                        lanes=int(bad.sum()), arg=region.describe(), offsets=region.layout.coords(off[bad]),
-                        reason="never_written",
-                        message=f"{access.op} of `{region.name}` reads elements that nothing has written since "
-                                f"it was allocated (at {tr.allocated_at})"))
+                    self._report(launch, access, res, sel, region, tr, off, bad)
             if access.kind != "load":
+                if launch.tx is not None:
+                    uninit, old = tr.uninit, tr.uninit[cells]
+                    launch.on_undo(lambda: uninit.__setitem__(cells, old))
                 tr.uninit[cells] = False
+
+    def _report(self, launch, access: Access, res, sel, region, tr: _Tracked, off, bad) -> None:
+        positions = np.arange(res.n) if sel is None else np.flatnonzero(sel)
+        if launch.batch is not None and access.kind == "atomic":
+            # atomics of many programs on one element: only the first (in program order) reads it unwritten
+            pids = launch.lane_programs(res, positions)
+            _, at, inv = np.unique(off, return_index=True, return_inverse=True)
+            bad = bad & (pids == pids[at][inv.reshape(-1)])
+        for pid, pos in launch.by_program(res, positions[bad]):
+            where = np.searchsorted(positions, pos)
+            launch.report(Violation(
+                kind=self.kind, kernel="", frames=[], program_id=pid, access=access.op, masked=access.masked,
+                lanes=int(pos.shape[0]), arg=region.describe(), offsets=region.layout.coords(off[where]),
+                reason="never_written",
+                message=f"{access.op} of `{region.name}` reads elements that nothing has written since "
+                        f"it was allocated (at {tr.allocated_at})"))
