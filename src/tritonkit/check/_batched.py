@@ -23,8 +23,6 @@ a time from the batch where it happened.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _interp
@@ -95,7 +93,11 @@ class BatchedBuilder(CheckedBuilder):
     """A :class:`CheckedBuilder` that runs a batch of programs at once (see the module).
 
     ``set_batch(pids, coords)`` makes a batch current: ``pids`` the linear program ids (int64,
-    ``(P,)``), ``coords`` their (x, y, z) ids (three int32 arrays of shape ``(P,)``).
+    ``(P,)``), ``coords`` their (x, y, z) ids (three int32 arrays of shape ``(P,)``). Batched
+    handles hold ``(P,) + block shape`` numpy arrays (``(P,)`` for a scalar).
+
+    Its operations raise :class:`Unbatchable` for what needs one program at a time (spin polls,
+    descriptors whose base/shape/strides differ between programs, ``tl.dot_scaled``).
     """
 
     _ELEMENTWISE = tuple(n for n in CheckedBuilder._ELEMENTWISE if n != "create_splat")
@@ -133,20 +135,20 @@ class BatchedBuilder(CheckedBuilder):
         self.grid_idx = (int(coords[0][0]), int(coords[1][0]), int(coords[2][0]))
 
     # --- helpers -------------------------------------------------------------------------------------
-    def _new(self, data, ty, *like) -> TensorHandle:
+    def _new(self, data, ty) -> TensorHandle:
+        """A batched handle of ``data`` (program axis first) and Triton scalar type ``ty``."""
         h = TensorHandle(data, ty)
         h.bat = True
         self._seen(data)
         return h
 
-    def _to_batch(self, h: TensorHandle, block: Optional[tuple] = None) -> TensorHandle:
-        """``h`` with the program axis: a batched handle as is, a uniform one broadcast (a view)."""
-        if h is None or h.bat:
+    def _to_batch(self, h: TensorHandle) -> TensorHandle:
+        """A block operand ``h`` with the program axis: a batched handle as is, a uniform one
+        broadcast (a view of shape ``(P,) + h.data.shape``)."""
+        if h.bat:
             return h
         d = h.data
-        if block is None:
-            block = () if d.size == 1 and d.ndim <= 1 else d.shape
-        shape = (self.P,) + tuple(block)
+        shape = (self.P,) + d.shape
         out = TensorHandle(np.broadcast_to(d, shape), h.dtype)
         out.bat = True
         out.attr = h.attr
@@ -247,7 +249,7 @@ class BatchedBuilder(CheckedBuilder):
     def create_cat(self, lhs, rhs):
         if not (lhs.bat or rhs.bat):
             return super().create_cat(lhs, rhs)
-        a, b = self._to_batch(lhs, lhs.data.shape), self._to_batch(rhs, rhs.data.shape)
+        a, b = self._to_batch(lhs), self._to_batch(rhs)
         return self._new(np.concatenate([a.data, b.data], axis=1), lhs.dtype.scalar)
 
     def create_join(self, lhs, rhs):
@@ -263,7 +265,7 @@ class BatchedBuilder(CheckedBuilder):
     def create_gather(self, src, indices, axis):
         if not (src.bat or indices.bat):
             return super().create_gather(src, indices, axis)
-        s, i = self._to_batch(src, src.data.shape), self._to_batch(indices, indices.data.shape)
+        s, i = self._to_batch(src), self._to_batch(indices)
         return self._new(np.take_along_axis(s.data, i.data, axis=axis + 1), src.dtype.scalar)
 
     def create_unsplat(self, arg):
@@ -274,9 +276,7 @@ class BatchedBuilder(CheckedBuilder):
     def create_histogram(self, data, bins, mask):
         if not (data.bat or (mask is not None and mask.bat)):
             return super().create_histogram(data, bins, mask)
-        d, m = self._full(data, mask) if mask is not None else (self._to_batch(data, data.data.shape[1:]
-                                                                               if data.bat else data.data.shape),
-                                                                 None)
+        d, m = self._full(data, mask) if mask is not None else (data, None)  # no mask: data is batched
         x = d.data.reshape(self.P, -1).astype(np.int64)
         valid = (x >= 0) & (x < bins)
         if m is not None:
@@ -582,7 +582,11 @@ def _uniform(self):
 
 
 def tensor_bool(self) -> bool:
-    """``tl.tensor.__bool__`` under the batched engine (``if``/``while`` on a kernel value)."""
+    """``tl.tensor.__bool__`` under the batched engine (``if``/``while`` on a kernel value).
+
+    Raises:
+        Divergence: a batched scalar whose value differs between the batch's programs.
+    """
     if is_batched(self.handle):
         v = _uniform(self)
         return True if v is None else bool(v)
@@ -591,7 +595,12 @@ def tensor_bool(self) -> bool:
 
 
 def tensor_index(self) -> int:
-    """``tl.tensor.__index__`` under the batched engine (``range(n)`` with a kernel value)."""
+    """``tl.tensor.__index__`` under the batched engine (``range(n)`` with a kernel value).
+
+    Raises:
+        Divergence: a batched scalar whose value differs between the batch's programs.
+        TypeError: a block (only a scalar can be an index).
+    """
     if is_batched(self.handle):
         v = _uniform(self)
         if v is None:

@@ -33,6 +33,7 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 
 from ._batched import Divergence, Unbatchable
+from .checks._base import PagedCells, element_cells
 
 DEFAULT_BATCH_MEMORY = 256 << 20  # bytes: the largest single value a batch may make
 _PROBE = 4  # programs in the first transaction, which measures the values' size per program
@@ -67,42 +68,12 @@ class Transaction:
         del self.prints[n_print:]
 
 
-class _Owners:
-    """Per element (cell) a transaction touched: the first program that touched it and what was
-    done to it (flags), paged like the race check's shadow so that only touched pages cost memory."""
+class _Owners(PagedCells):
+    """Per element (cell) a transaction touched: the first program that touched it (``own``, an
+    execution index), what was done to it (``flags``) and the latest program that made an atomic on
+    it (``aseq``); paged like the race check's shadow."""
 
-    def __init__(self, ncells: int) -> None:
-        from .checks.races import _PAGE, _PAGE_BITS
-        self._bits, self._page = _PAGE_BITS, _PAGE
-        self.ncells = ncells
-        self.page_slot = np.full(max(1, -(-ncells // _PAGE)), -1, dtype=np.int64)
-        self.used = 0
-        self.own = np.zeros(0, dtype=np.int64)
-        self.flags = np.zeros(0, dtype=np.uint8)
-        self.aseq = np.zeros(0, dtype=np.int64)  # the latest program that made an atomic on the element
-
-    def index(self, cells: np.ndarray) -> np.ndarray:
-        pages = cells >> self._bits
-        slots = self.page_slot[pages]
-        missing = slots < 0
-        if missing.any():
-            new = np.unique(pages[missing])
-            self.page_slot[new] = np.arange(self.used, self.used + new.shape[0])
-            self.used += new.shape[0]
-            size = self.used * self._page
-            if size > self.own.shape[0]:
-                cap = max(size, 2 * self.own.shape[0])
-                self.own = _grown(self.own, cap, _NONE)
-                self.flags = _grown(self.flags, cap, 0)
-                self.aseq = _grown(self.aseq, cap, _NONE)
-            slots = self.page_slot[pages]
-        return (slots << self._bits) + (cells & (self._page - 1))
-
-
-def _grown(a: np.ndarray, cap: int, init) -> np.ndarray:
-    out = np.full(cap, init, dtype=a.dtype)
-    out[: a.shape[0]] = a
-    return out
+    _FIELDS = {"own": (_NONE, np.int64), "flags": (0, np.uint8), "aseq": (_NONE, np.int64)}
 
 
 class Guard:
@@ -119,8 +90,7 @@ class Guard:
             pos = np.arange(res.n) if sel is None else np.flatnonzero(sel)
             off = res.off[pos]
             pids = launch.batch.order[res.lanes[pos] // res.per]
-            g = min(r.layout.itemsize for r in space.regions if r.storage is storage)
-            from .checks._base import element_cells
+            g = space.cell_bytes(storage)
             ncells = -(-storage.nbytes // g)
             cells = element_cells(off, size, g, ncells)
             if size > g:

@@ -992,11 +992,9 @@ def _calls_debugger(pyfn) -> bool:
     return got
 
 
-def _engine_for(launch: Launch, pyfn) -> Optional[str]:
-    """Why this launch runs one program at a time from the start, or None to run it batched."""
+def _debugged(launch: Launch, pyfn) -> Optional[str]:
+    """Why a debugger needs this launch run one program at a time, or None."""
     session = launch.session
-    if getattr(session, "engine", "auto") == "sequential":
-        return "forced (engine='sequential')"
     if session.pdb:
         return "--pdb: the debugger stops in one program"
     if _calls_debugger(pyfn):
@@ -1010,11 +1008,11 @@ def _run_batched(launch: Launch, fn, call_args, pyfn) -> int:
     from ._batched import BatchedBuilder
     from ._engine import DEFAULT_BATCH_MEMORY, run_batched
 
-    reason = _engine_for(launch, pyfn)
-    if reason is not None:
-        launch.record.engine = "sequential"
-        if not reason.startswith("forced"):
-            launch.record.fallback = reason
+    launch.record.engine = "sequential"
+    if getattr(launch.session, "engine", "auto") == "sequential":
+        return 0
+    launch.record.fallback = _debugged(launch, pyfn)
+    if launch.record.fallback is not None:
         return 0
     sequential = launch.builder
     launch.builder = BatchedBuilder(launch)

@@ -267,6 +267,11 @@ class AddressSpace:
             return self.regions[slot - 1]
         return None
 
+    def cell_bytes(self, storage: HostStorage) -> int:
+        """The element size (bytes) at which accesses to ``storage`` are compared: the smallest
+        element type of the arguments mapped onto it."""
+        return min(r.layout.itemsize for r in self.regions if r.storage is storage)
+
     def region_of(self, res: "Resolved") -> Optional[Region]:
         """The region of an access's first active lane (None when there is none, or it points into no
         argument)."""

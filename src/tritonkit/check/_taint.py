@@ -74,6 +74,16 @@ def origin_for(at, b: int):
     return at
 
 
+def by_program(launch, lanes: np.ndarray, at):
+    """Split the marked ``lanes`` (bool, the value's shape) of a value whose taint origin is ``at``
+    by program: yields ``(that program's Origin, its lanes)`` for every program with a marked lane
+    and an origin (once, for the running program, outside the batched engine)."""
+    for b, _, mine in launch.block_programs(lanes):
+        origin = origin_for(at, b)
+        if origin is not None:
+            yield origin, mine
+
+
 def merge(a, b):
     """The origin of a value made from values with origins ``a`` and ``b``: the first one's (one
     program at a time); per program the first that has one (batched engine)."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Tuple
+from typing import TYPE_CHECKING, Dict, Tuple
 
 import numpy as np
 
@@ -49,6 +49,73 @@ def element_cells(off: np.ndarray, size: int, g: int, ncells: int) -> np.ndarray
         cells = (cells[:, None] + np.arange(size // g)[None, :]).reshape(-1)
     np.clip(cells, 0, ncells - 1, out=cells)
     return cells
+
+
+PAGE_BITS = 14
+PAGE = 1 << PAGE_BITS
+
+
+class PagedCells:
+    """Per-element (cell) arrays over one storage, paged: the cells are split into pages of
+    ``2**14``, and only pages that are touched get memory, so state over a large table costs what a
+    launch touches, not the table's size.
+
+    Subclasses name their arrays in ``_FIELDS`` (name -> (initial value, numpy dtype)); each is an
+    attribute holding the pool of all allocated pages. :meth:`index` maps cell numbers to positions
+    in those pools.
+
+    Args:
+        ncells: cells in the storage (an int >= 0).
+    """
+
+    _FIELDS: Dict[str, Tuple[int, type]] = {}
+
+    def __init__(self, ncells: int) -> None:
+        self.ncells = ncells
+        self.page_slot = np.full(max(1, -(-ncells // PAGE)), -1, dtype=np.int64)
+        self.used = 0
+        self.cap = 0
+        for name in self._FIELDS:
+            setattr(self, name, None)
+        self._grow(min(4, self.page_slot.shape[0]))
+
+    def _grow(self, pages: int) -> None:
+        cap = max(pages, 2 * self.cap)
+        for name, (init, dtype) in self._FIELDS.items():
+            self._extend(name, cap, init, dtype)
+        self.cap = cap
+
+    def _extend(self, name: str, cap: int, init: int, dtype) -> None:
+        new = np.full(cap * PAGE, init, dtype=dtype)
+        old = getattr(self, name)
+        if old is not None:
+            new[: old.shape[0]] = old
+        setattr(self, name, new)
+
+    def index(self, cells: np.ndarray) -> np.ndarray:
+        """Pool positions (int64) of cells (int64 array, each in ``[0, ncells)``), allocating the
+        pages they fall in."""
+        pages = cells >> PAGE_BITS
+        lo, hi = int(pages.min()), int(pages.max())
+        if lo == hi:
+            slot = self.page_slot[lo]
+            if slot < 0:
+                slot = self._allocate(np.array([lo]))[0]
+            return (int(slot) << PAGE_BITS) + (cells & (PAGE - 1))
+        slots = self.page_slot[pages]
+        if (slots < 0).any():
+            self._allocate(np.unique(pages[slots < 0]))
+            slots = self.page_slot[pages]
+        return (slots << PAGE_BITS) + (cells & (PAGE - 1))
+
+    def _allocate(self, pages: np.ndarray) -> np.ndarray:
+        need = self.used + pages.shape[0]
+        if need > self.cap:
+            self._grow(need)
+        slots = np.arange(self.used, need, dtype=np.int64)
+        self.page_slot[pages] = slots
+        self.used = need
+        return slots
 
 
 class Check:

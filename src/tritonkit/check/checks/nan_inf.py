@@ -204,10 +204,7 @@ class NanInfCheck(Check):
             return
         here = launch.here()
         at = here[0].at() if here else "?"
-        for b, _, mine in launch.block_programs(lanes):
-            origin: _taint.Origin = _taint.origin_for(value.nan_at, b)
-            if origin is None:
-                continue
+        for origin, mine in _taint.by_program(launch, lanes, value.nan_at):
             info = origin.info
             launch.report(Violation(
                 kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,

@@ -158,10 +158,7 @@ class OverflowCheck(Check):
             return
         here = launch.here()
         at = here[0].at() if here else "?"
-        for b, _, mine in launch.block_programs(lanes):
-            origin: _taint.Origin = _taint.origin_for(ptrs.ovf_at, b)
-            if origin is None:
-                continue
+        for origin, mine in _taint.by_program(launch, lanes, ptrs.ovf_at):
             info = origin.info
             launch.report(Violation(
                 kind=self.kind, kernel="", frames=list(origin.frames), program_id=origin.program_id, access=op,

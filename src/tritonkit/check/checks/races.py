@@ -31,85 +31,43 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..findings import Violation
-from ._base import Access, Check, element_cells
+from ._base import PAGE, Access, Check, PagedCells, element_cells
 
 _NONE = -1
 _SHOWN_PROGRAMS = 8
-_PAGE_BITS = 14
-_PAGE = 1 << _PAGE_BITS
 
 
-class _Shadow:
+class _Shadow(PagedCells):
     """Per element of one storage: the last writer and up to two readers since, with their sites.
 
-    Paged: a storage's elements are split into pages of ``2**14`` cells, and only the pages a launch
-    touches get memory (24 bytes a cell, 36 with epochs), so a kernel gathering a few rows of a
-    large table costs what it touches, not the table's size. :meth:`index` maps cell numbers to
-    positions in the pool arrays ``w``, ``ws``, ``r1``, ... (program ids, sites, epochs).
+    Paged (:class:`~._base.PagedCells`): 24 bytes a touched cell, 36 with epochs. The pools ``w``,
+    ``ws``, ``r1``, ... hold program ids, sites and epochs (int32).
     """
 
-    _INIT = {"w": _NONE, "ws": 0, "r1": _NONE, "r1s": 0, "r2": _NONE, "r2s": 0}
+    _FIELDS = {"w": (_NONE, np.int32), "ws": (0, np.int32), "r1": (_NONE, np.int32), "r1s": (0, np.int32),
+               "r2": (_NONE, np.int32), "r2s": (0, np.int32)}
     _EPOCHS = ("we", "r1e", "r2e")
 
     def __init__(self, ncells: int, g: int, epochs: bool):
         self.g = g
-        self.ncells = ncells
         self.written = False  # any plain store to this storage in this launch yet
-        self.page_slot = np.full(max(1, -(-ncells // _PAGE)), -1, dtype=np.int64)
-        self.used = 0
-        self.cap = 0
         self.epochs = False
-        self.w = self.ws = self.r1 = self.r1s = self.r2 = self.r2s = None
         self.we = self.r1e = self.r2e = None
-        self._grow(min(4, self.page_slot.shape[0]))
+        super().__init__(ncells)
         if epochs:
             self.with_epochs()
 
     def _grow(self, pages: int) -> None:
-        cap = max(pages, 2 * self.cap)
-        for name, init in self._INIT.items():
-            self._extend(name, cap, init)
+        super()._grow(pages)
         if self.epochs:
             for name in self._EPOCHS:
-                self._extend(name, cap, 0)
-        self.cap = cap
-
-    def _extend(self, name: str, cap: int, init: int) -> None:
-        new = np.full(cap * _PAGE, init, dtype=np.int32)
-        old = getattr(self, name)
-        if old is not None:
-            new[: old.shape[0]] = old
-        setattr(self, name, new)
+                self._extend(name, self.cap, 0, np.int32)
 
     def with_epochs(self) -> None:
         if not self.epochs:
             self.epochs = True
             for name in self._EPOCHS:
-                setattr(self, name, np.zeros(self.cap * _PAGE, dtype=np.int32))
-
-    def index(self, cells: np.ndarray) -> np.ndarray:
-        """Pool positions of storage cells (int64, in range), allocating the pages they fall in."""
-        pages = cells >> _PAGE_BITS
-        lo, hi = int(pages.min()), int(pages.max())
-        if lo == hi:
-            slot = self.page_slot[lo]
-            if slot < 0:
-                slot = self._allocate(np.array([lo]))[0]
-            return (int(slot) << _PAGE_BITS) + (cells & (_PAGE - 1))
-        slots = self.page_slot[pages]
-        if (slots < 0).any():
-            self._allocate(np.unique(pages[slots < 0]))
-            slots = self.page_slot[pages]
-        return (slots << _PAGE_BITS) + (cells & (_PAGE - 1))
-
-    def _allocate(self, pages: np.ndarray) -> np.ndarray:
-        need = self.used + pages.shape[0]
-        if need > self.cap:
-            self._grow(need)
-        slots = np.arange(self.used, need, dtype=np.int64)
-        self.page_slot[pages] = slots
-        self.used = need
-        return slots
+                setattr(self, name, np.zeros(self.cap * PAGE, dtype=np.int32))
 
 
 class RaceCheck(Check):
@@ -247,7 +205,7 @@ class _LaunchState:
         storage = region.storage
         sh = self.shadows.get(id(storage))
         if sh is None:
-            g = min(r.layout.itemsize for r in self.launch.space.regions if r.storage is storage)
+            g = self.launch.space.cell_bytes(storage)
             sh = self.shadows[id(storage)] = _Shadow(-(-storage.nbytes // g), g, self.synced)
         return sh
 
