@@ -23,6 +23,8 @@ a time from the batch where it happened.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _interp
@@ -287,8 +289,35 @@ class BatchedBuilder(CheckedBuilder):
 
     # --- memory: every program's lanes, gathered and scattered at once ------------------------------
     def create_masked_load(self, ptrs, mask, other, *rest, **kw):
+        if not any(h is not None and (h.bat or h.tainted) for h in (ptrs, mask, other)):
+            out = self._uniform_load(ptrs, mask, other, *rest, **kw)
+            if out is not None:
+                return out
         ptrs, mask, other = self._full(ptrs, mask, other)
         return _mark(super().create_masked_load(ptrs, mask, other, *rest, **kw))
+
+    def _uniform_load(self, ptrs, mask, other, *rest, **kw) -> Optional[TensorHandle]:
+        """A load whose addresses, mask and ``other`` are the same in every program of the batch
+        (a weight vector, a bias, a shared table): made once, for the batch's first program, and its
+        value stays uniform (no program axis). The engine's guard counts it as made by every program,
+        so a program of the batch that writes those elements undoes the launch. When the access
+        makes a finding (which each program would make), it is undone here and made per program;
+        returns None then."""
+        launch = self.launch
+        tx = launch.tx
+        if tx is None or self.P < 2:
+            return None
+        mark, counts = tx.mark(), (launch.record.accesses, launch.record.lanes)
+        launch.uniform_access = True
+        try:
+            out = CheckedBuilder.create_masked_load(self, ptrs, mask, other, *rest, **kw)
+        finally:
+            launch.uniform_access = False
+        if len(tx.reports) == mark[1]:
+            return out
+        tx.rollback_to(mark)
+        launch.record.accesses, launch.record.lanes = counts
+        return None
 
     def create_masked_store(self, ptrs, value, mask, *rest, **kw):
         ptrs, value, mask = self._full(ptrs, value, mask)

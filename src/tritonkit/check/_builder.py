@@ -136,6 +136,19 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         tracking.__name__ = fn.__name__
         return tracking
 
+    def create_addptr(self, ptr, offset):
+        """``ptr + offset`` elements as Triton's interpreter computes it (wrapping uint64 byte
+        addresses), in place in one new array where the offsets have the result's shape."""
+        p, o = ptr.data, offset.data
+        if o.ndim < np.ndim(p) or o.shape != np.broadcast_shapes(np.shape(p), o.shape):
+            return super().create_addptr(ptr, offset)
+        size = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
+        out = o.astype(np.uint64)
+        if size != 1:
+            out *= np.uint64(size)
+        out += p
+        return TensorHandle(out, ptr.dtype)
+
     # --- shape operations carry lane taints ------------------------------------------------------------
     def create_broadcast(self, arg, shape):
         return _taint.carry_shape(super().create_broadcast(arg, shape), arg, lambda u: np.broadcast_to(u, shape))

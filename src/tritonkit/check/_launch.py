@@ -150,9 +150,8 @@ class LaunchRecord:
         seconds: wall time of the launch in the interpreter, in seconds.
         status: ``"ok"``, ``"empty_grid"`` or ``"aborted"``.
         engine: which engine ran it: ``"batched"`` (many programs per execution of the kernel's
-            body), ``"sequential"`` (one program at a time), or ``"batched+sequential"`` (batched
-            until ``fallback`` made the rest run one at a time).
-        fallback: why (some of) its programs ran one at a time, or None.
+            body) or ``"sequential"`` (one program at a time: forced, or after ``fallback``).
+        fallback: why the batched engine gave the launch to the sequential one, or None.
         batches: executions of the kernel's body for a batch of programs (0 when sequential).
         groups: extra batches made where control flow diverged between programs.
     """
@@ -202,6 +201,7 @@ class Launch:
         self.builder = CheckedBuilder(self)
         self.batch: Optional[_Batch] = None  # the batch of programs running now (batched engine only)
         self.tx = None  # the running transaction of the batched engine (see _engine), or None
+        self.uniform_access = False  # the batched engine makes a load with the same addresses in every program
         self._last_batch: Tuple[int, ...] = (0, 0, 0)  # the first program of the last batch run
         self.record = LaunchRecord(kernel=kernel, grid=grid, config=config)
         self.spec_key: tuple = ()
@@ -238,9 +238,10 @@ class Launch:
     def end_batch(self) -> None:
         self.batch = None
 
-    def begin_tx(self) -> None:
+    def begin_tx(self, guard) -> None:
+        """Start the batched engine's transaction over this launch (``guard``: an :class:`~._engine.Guard`)."""
         from ._engine import Transaction
-        self.tx = Transaction()
+        self.tx = Transaction(guard)
         self.space.journal = self.tx.undo
         self._tx_start = (self.record.programs, self.record.accesses, self.record.lanes, self.record.batches,
                           self.record.groups)
@@ -355,11 +356,16 @@ class Launch:
         res = self.space.resolve(addrs, mask)
         if self.batch is not None:
             P = self.batch.pids.shape[0]
-            res.per = max(1, addrs.size // P)
             self.record.accesses += P
+            if self.uniform_access:  # made once for the batch: every lane is the first program's
+                res.per = max(1, addrs.size)
+                self.record.lanes += res.n * P
+            else:
+                res.per = max(1, addrs.size // P)
+                self.record.lanes += res.n
         else:
             self.record.accesses += 1
-        self.record.lanes += res.n
+            self.record.lanes += res.n
         if not self.session.bounds_enforced:
             res.keep(self.space.in_storage(res, size))
         if ptrs is not None and ptrs.tainted:  # causes first: the bad address's origin, then what it hits
@@ -374,8 +380,7 @@ class Launch:
             for check in self.checks:
                 check.on_access(self, acc, res)
         if self.tx is not None and res.n:
-            from ._engine import Guard
-            Guard.access(self, kind, res, size)
+            self.tx.guard.access(self, kind, res, size)
         return res
 
     def here(self) -> List[Frame]:
@@ -946,11 +951,13 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
                              for n, v in bound.items()}
                 launch.spec_key = (fn.__code__, tuple(_spec_item(v) for v in call_args.values()))
                 launch.builder.set_grid_dim(*dims)
-                launch.entry_frame = sys._getframe()
-                with timer:
-                    first = _run_batched(launch, fn, call_args, pyfn)
-                    if first < programs:
-                        _run_sequential(launch, fn, call_args, first)
+            launch.entry_frame = sys._getframe()
+            with timer:
+                # each engine patches the language with its own builder (Triton 3.6 keeps the first
+                # patch of a nested scope)
+                if not _run_batched(launch, fn, call_args, pyfn):
+                    with _Patched(launch.builder):
+                        _run_sequential(launch, fn, call_args)
         except _LaunchTimeout as e:
             record.status = "aborted"
             frames = _traceback_frames(e.__traceback__)
@@ -1002,38 +1009,38 @@ def _debugged(launch: Launch, pyfn) -> Optional[str]:
     return None
 
 
-def _run_batched(launch: Launch, fn, call_args, pyfn) -> int:
-    """Run the launch's programs with the batched engine as far as it can; returns the execution
-    index of the first program left to run one at a time."""
+def _run_batched(launch: Launch, fn, call_args, pyfn) -> bool:
+    """Run the launch's programs with the batched engine; returns whether it ran them all (if not,
+    it undid what it did, and the launch runs one program at a time)."""
     from ._batched import BatchedBuilder
     from ._engine import DEFAULT_BATCH_MEMORY, run_batched
 
     launch.record.engine = "sequential"
     if getattr(launch.session, "engine", "auto") == "sequential":
-        return 0
+        return False
     launch.record.fallback = _debugged(launch, pyfn)
     if launch.record.fallback is not None:
-        return 0
+        return False
     sequential = launch.builder
     launch.builder = BatchedBuilder(launch)
     launch.builder.set_grid_dim(*launch.grid)
     try:
         with _Patched(launch.builder):
-            first, why = run_batched(launch, fn, call_args,
-                                     getattr(launch.session, "batch_memory", None) or DEFAULT_BATCH_MEMORY)
+            why = run_batched(launch, fn, call_args,
+                              getattr(launch.session, "batch_memory", None) or DEFAULT_BATCH_MEMORY)
     finally:
         launch.builder = sequential
         launch.batch = None
-    launch.record.engine = "batched" if why is None else ("batched+sequential" if first else "sequential")
+    launch.record.engine = "batched" if why is None else "sequential"
     launch.record.fallback = why
-    return first
+    return why is None
 
 
-def _run_sequential(launch: Launch, fn, call_args, first: int) -> None:
-    """Run the programs from execution index ``first`` on, one at a time (``z`` fastest)."""
+def _run_sequential(launch: Launch, fn, call_args) -> None:
+    """Run every program, one at a time (``z`` fastest)."""
     _, gy, gz = launch.grid
     total = launch.grid[0] * gy * gz
-    for e in range(first, total):
+    for e in range(total):
         launch.begin_program(e // (gy * gz), (e // gz) % gy, e % gz)
         fn(**call_args)
         launch.record.programs += 1

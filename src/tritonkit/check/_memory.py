@@ -212,7 +212,7 @@ class Resolved:
         aligned: every lane's ``off`` is a multiple of the access size (set by a check).
     """
 
-    __slots__ = ("n", "_lanes", "_slot", "off", "_ok", "single_slot", "lo", "hi", "aligned", "per")
+    __slots__ = ("n", "_lanes", "_slot", "off", "_ok", "single_slot", "lo", "hi", "aligned", "per", "_contig")
 
     def __init__(self, lanes, slot, off, single_slot: int, lo: int = 0, hi: int = 0):
         self.n = off.shape[0]
@@ -224,6 +224,7 @@ class Resolved:
         self.lo, self.hi = lo, hi
         self.aligned = False
         self.per = 0  # batched engine: lanes per program (the block's size); lane // per is the program
+        self._contig = None  # (size, whether contiguous), see contiguous()
 
     @property
     def all_lanes(self) -> bool:
@@ -240,6 +241,20 @@ class Resolved:
     @property
     def ok(self) -> np.ndarray:
         return np.ones(self.n, dtype=bool) if self._ok is None else self._ok
+
+    def contiguous(self, size: int) -> bool:
+        """Whether the active lanes, in lane order, are consecutive ``size``-byte elements of one
+        slot (``off == lo + size * arange(n)``, ``lo`` a multiple of ``size``): then memory and the
+        checks' per-element state are read and written as slices. Cached per ``size``; lanes the
+        checks cleared (``ok``) do not change it."""
+        c = self._contig
+        if c is not None and c[0] == size:
+            return c[1]
+        n = self.n
+        yes = (self.single_slot >= 0 and n > 0 and self.lo % size == 0 and self.hi - self.lo == (n - 1) * size
+               and (n == 1 or bool((self.off[1:] - self.off[:-1] == size).all())))
+        self._contig = (size, yes)
+        return yes
 
     def keep(self, keep: Optional[np.ndarray]) -> None:
         """Clear the lanes where ``keep`` is False (None keeps all)."""
@@ -304,10 +319,11 @@ class AddressSpace:
         if act.shape[0] == 0:
             return Resolved(lanes, None, np.zeros(0, dtype=np.int64), 0)
         s0 = int(act[0]) >> SLOT_SHIFT
-        rel = (act - np.uint64(s0 << SLOT_SHIFT)).view(np.int64)
-        lo, hi = int(rel.min()), int(rel.max())
-        if lo >= 0 and hi < (1 << SLOT_SHIFT):  # one slot: the common case
-            return Resolved(lanes, None, rel - _SLOT_HALF, s0, lo - _SLOT_HALF, hi - _SLOT_HALF)
+        if 1 <= s0 <= len(self.regions):  # one slot, the common case: one subtraction (the base is < 2**63)
+            off = act.view(np.int64) - np.int64((s0 << SLOT_SHIFT) + _SLOT_HALF)
+            lo, hi = int(off.min()), int(off.max())
+            if lo >= -_SLOT_HALF and hi < _SLOT_HALF:
+                return Resolved(lanes, None, off, s0, lo, hi)
         slot = (act >> np.uint64(SLOT_SHIFT)).astype(np.int64)
         off = (act - ((slot.astype(np.uint64) << np.uint64(SLOT_SHIFT)) + np.uint64(_SLOT_HALF))).view(np.int64)
         return Resolved(lanes, slot, off, -1)
@@ -391,9 +407,27 @@ class AddressSpace:
             return region.storage.typed(dtype), off >> _SHIFT_OF[size]
         return None, None
 
+    @staticmethod
+    def _span(region: Region, res: Resolved, sel, dtype: np.dtype) -> Optional[slice]:
+        """The element slice of ``region``'s storage (as ``dtype``) that the lanes cover, when they
+        are all allowed and consecutive (see :meth:`Resolved.contiguous`); else None."""
+        size = dtype.itemsize
+        if sel is not None or not res.contiguous(size):
+            return None
+        start = res.lo // size
+        return slice(start, start + res.n)
+
     def gather(self, res: Resolved, dtype: np.dtype, out_flat: np.ndarray) -> None:
         """Read the allowed lanes into ``out_flat`` (a flat array of ``dtype`` over the block)."""
         for region, sel in self._groups(res):
+            span = self._span(region, res, sel, dtype)
+            if span is not None:
+                typed = region.storage.typed(dtype)
+                if res.all_lanes:
+                    out_flat[:] = typed[span]
+                else:
+                    out_flat[res.lanes] = typed[span]
+                continue
             off = res.off if sel is None else res.off[sel]
             typed, idx = self._index(region, off, dtype, res.aligned)
             if typed is not None:
@@ -410,9 +444,17 @@ class AddressSpace:
         """Write ``values_flat[lane]`` for the allowed lanes (later lanes win on duplicates)."""
         dtype = values_flat.dtype
         for region, sel in self._groups(res):
-            off = res.off if sel is None else res.off[sel]
             region.storage.written = True
             vals = values_flat if (sel is None and res.all_lanes) else values_flat[self._lanes(res, sel)]
+            span = self._span(region, res, sel, dtype)
+            if span is not None:
+                typed = region.storage.typed(dtype)
+                if self.journal is not None:
+                    old = typed[span].copy()
+                    self.journal.append(lambda typed=typed, span=span, old=old: typed.__setitem__(span, old))
+                typed[span] = vals
+                continue
+            off = res.off if sel is None else res.off[sel]
             typed, idx = self._index(region, off, dtype, res.aligned)
             if typed is not None:
                 self._journal(typed, idx)

@@ -16,6 +16,7 @@ Patched (and restored when the session ends):
 from __future__ import annotations
 
 import contextlib
+import functools
 import contextvars
 import types
 from typing import Dict, List, Optional
@@ -187,6 +188,7 @@ def _libdevice_stubs():
             if isinstance(fn, types.FunctionType) and fn.__module__ == libdevice.__name__]
 
 
+@functools.lru_cache(maxsize=None)
 def _libdevice_code(name: str):
     """Code for a ``triton.language.extra.libdevice`` stub: call the CUDA backend's function of that
     name (which dispatches on argument types exactly as the compiler does, then reaches the checked

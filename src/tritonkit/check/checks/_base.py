@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Dict, Tuple
+from typing import TYPE_CHECKING, Dict, List, Tuple
 
 import numpy as np
 
@@ -107,6 +107,33 @@ class PagedCells:
             self._allocate(np.unique(pages[slots < 0]))
             slots = self.page_slot[pages]
         return (slots << PAGE_BITS) + (cells & (PAGE - 1))
+
+    def spans(self, c0: int, c1: int) -> List[Tuple[slice, slice, bool]]:
+        """Pool positions of the consecutive cells ``[c0, c1)`` as slices, allocating the pages they
+        fall in: one piece per run of pages that lie one after another in the pools (one piece when
+        none of them was allocated yet: they are allocated now, in order).
+
+        Returns:
+            ``[(pool slice, slice of the range (0-based), fresh)]``: ``fresh`` is True when the piece's
+            pages were allocated by this call, so its cells still hold the fields' initial values.
+        """
+        p0, p1 = c0 >> PAGE_BITS, ((c1 - 1) >> PAGE_BITS) + 1
+        slots = self.page_slot[p0:p1]
+        missing = slots < 0
+        if missing.any():
+            self._allocate(np.flatnonzero(missing) + p0)
+            slots = self.page_slot[p0:p1]
+        if p1 - p0 == 1:
+            cuts = np.zeros(0, dtype=np.int64)
+        else:
+            cuts = np.flatnonzero((np.diff(slots) != 1) | (missing[1:] != missing[:-1])) + 1
+        out = []
+        for i, j in zip([0] + cuts.tolist(), cuts.tolist() + [p1 - p0]):
+            lo = max(c0, (p0 + i) << PAGE_BITS)
+            hi = min(c1, (p0 + j) << PAGE_BITS)
+            base = (int(slots[i]) << PAGE_BITS) + (lo & (PAGE - 1))
+            out.append((slice(base, base + hi - lo), slice(lo - c0, hi - c0), bool(missing[i])))
+        return out
 
     def _allocate(self, pages: np.ndarray) -> np.ndarray:
         need = self.used + pages.shape[0]

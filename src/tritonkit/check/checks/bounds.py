@@ -25,7 +25,9 @@ class BoundsCheck(Check):
         space = launch.space
         ok = space.in_view(res, access.size)
         size = access.size
-        if size > 1:
+        if size > 1 and res.contiguous(size):  # consecutive elements from an aligned first one
+            res.aligned = True
+        elif size > 1:
             misaligned = (res.off & (size - 1)) != 0
             if misaligned.any():
                 ok = ~misaligned if ok is None else ok & ~misaligned

@@ -34,6 +34,18 @@ def overflowing(op, a: np.ndarray, b: np.ndarray, r: np.ndarray) -> Optional[np.
     Returns a bool array of the broadcast shape, or None if no lane overflowed.
     """
     dt = r.dtype
+    if op is not np.left_shift and a.size and b.size:  # the operands' ranges often prove there is none
+        amin, amax, bmin, bmax = int(a.min()), int(a.max()), int(b.min()), int(b.max())
+        if op is np.add:
+            lo, hi = amin + bmin, amax + bmax
+        elif op is np.subtract:
+            lo, hi = amin - bmax, amax - bmin
+        else:
+            ends = (amin * bmin, amin * bmax, amax * bmin, amax * bmax)
+            lo, hi = min(ends), max(ends)
+        info = np.iinfo(dt)
+        if info.min <= lo and hi <= info.max:
+            return None
     if dt.itemsize < 8:
         wa, wb = a.astype(np.int64), b.astype(np.int64)
         if op is np.left_shift:

@@ -92,7 +92,7 @@ class RaceCheck(Check):
         st.epoch = 0
 
     def on_access(self, launch, access: Access, res) -> None:
-        if res.n == 0:
+        if res.n == 0 or launch.batch is not None:  # batched: the engine's guard stands for the shadow
             return
         st: _LaunchState = launch.race_state
         if access.kind == "atomic":
@@ -165,9 +165,6 @@ class _LaunchState:
 
     # --- synchronization through scalar atomics ----------------------------------------------------
     def atomic(self, access: Access, res) -> None:
-        if self.launch.batch is not None:
-            self._batched_atomic(access, res)
-            return
         if access.sem == "relaxed" or res.single_slot < 0 or res.lo != res.hi or res._ok is not None:
             return
         region = self.launch.space.region(res.single_slot)
@@ -190,16 +187,6 @@ class _LaunchState:
                 for sh in self.shadows.values():
                     sh.with_epochs()
 
-    def _batched_atomic(self, access: Access, res) -> None:
-        """Under the batched engine: an atomic that may order programs (one element per program, not
-        relaxed: a lock, a flag, a counter) needs them run one at a time, from the first batch where
-        one is made (vector clocks of programs run batched before would be missing)."""
-        if access.sem == "relaxed" or res.per != 1:
-            return
-        from .._batched import Unbatchable
-        raise Unbatchable("atomics that may order programs (a lock, a flag, a counter) are checked for data "
-                          "races one program at a time")
-
     # --- plain loads and stores --------------------------------------------------------------------
     def shadow(self, region) -> _Shadow:
         storage = region.storage
@@ -217,14 +204,6 @@ class _LaunchState:
             out[idx] = epochs[idx] > self.vc[who[idx]]
         return out
 
-    def _journal(self, sh: _Shadow, cells: np.ndarray, names) -> None:
-        """Under the batched engine: remember the shadow's ``names`` fields at ``cells`` so that an
-        undone transaction puts them back."""
-        if self.launch.tx is None:
-            return
-        saved = [(getattr(sh, n), getattr(sh, n)[cells]) for n in names if getattr(sh, n) is not None]
-        self.launch.on_undo(lambda: [arr.__setitem__(cells, old) for arr, old in saved])
-
     def plain(self, region, off: np.ndarray, access: Access, res, sel) -> None:
         """A plain load/store of the lanes ``sel`` (bool over ``res`` arrays, None for all) of ``res``
         into ``region`` (byte offsets ``off``)."""
@@ -233,9 +212,7 @@ class _LaunchState:
         size = access.size
         cells = sh.index(element_cells(off, size, g, sh.ncells))
         launch = self.launch
-        pid = launch.lane_programs(res, None if sel is None else np.flatnonzero(sel))
-        if not isinstance(pid, int) and size > g:
-            pid = np.repeat(pid, size // g)
+        pid = launch.pid_linear  # one program at a time: under the batched engine the guard stands for this
         site = launch.site_id(access.op)
         epoch = self.epoch
         if access.kind == "load":
@@ -244,24 +221,18 @@ class _LaunchState:
                 bad = self._unordered(w, sh.we[cells] if sh.we is not None else None, pid)
                 if bad.any():
                     self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_read", pid)
-            self._journal(sh, cells, ("r1", "r1s", "r2", "r2s", "r1e", "r2e"))
             r1 = sh.r1[cells]
             fresh = r1 == _NONE
-            if isinstance(pid, int):
-                if fresh.all():
-                    sh.r1[cells], sh.r1s[cells] = pid, site
-                    if sh.r1e is not None:
-                        sh.r1e[cells] = epoch
-                    return
-                c = cells[fresh]
-                sh.r1[c], sh.r1s[c] = pid, site
-                other = ~fresh & (r1 != pid)
-            else:  # lanes of many programs: the first reader of a fresh element is r1, the last other r2
-                c = cells[fresh][::-1]
-                sh.r1[c], sh.r1s[c] = pid[fresh][::-1], site
-                other = sh.r1[cells] != pid
+            if fresh.all():
+                sh.r1[cells], sh.r1s[cells] = pid, site
+                if sh.r1e is not None:
+                    sh.r1e[cells] = epoch
+                return
+            c = cells[fresh]
+            sh.r1[c], sh.r1s[c] = pid, site
+            other = ~fresh & (r1 != pid)
             c2 = cells[other]
-            sh.r2[c2], sh.r2s[c2] = (pid if isinstance(pid, int) else pid[other]), site
+            sh.r2[c2], sh.r2s[c2] = pid, site
             if sh.r1e is not None:
                 sh.r1e[c] = epoch
                 sh.r2e[c2] = epoch
@@ -277,7 +248,6 @@ class _LaunchState:
             bad = self._unordered(who, re[cells] if re is not None else None, pid)
             if bad.any():
                 self._report(region, off, cells, size, g, bad, who, rs[cells], access, "read_write", pid)
-        self._journal(sh, cells, ("w", "ws", "r1", "r2", "we"))
         sh.w[cells], sh.ws[cells] = pid, site
         sh.r1[cells] = _NONE
         sh.r2[cells] = _NONE
@@ -290,24 +260,19 @@ class _LaunchState:
         lane_bad = bad.reshape(-1, per_lane).any(axis=1) if per_lane > 1 else bad
         lane_who = who.reshape(-1, per_lane)[:, 0] if per_lane > 1 else who
         lane_site = sites.reshape(-1, per_lane)[:, 0] if per_lane > 1 else sites
-        if isinstance(pid, int):
-            groups = [(pid, lane_bad)]
-        else:
-            lane_pid = pid.reshape(-1, per_lane)[:, 0] if per_lane > 1 else pid
-            groups = [(int(p), lane_bad & (lane_pid == p)) for p in np.unique(lane_pid[lane_bad])]
-        for me, mine in groups:
-            for s in np.unique(lane_site[mine]):
-                sel = mine & (lane_site == s)
-                others: List[int] = []
-                for p in lane_who[sel].tolist():
-                    if p not in others:
-                        others.append(p)
-                        if len(others) >= _SHOWN_PROGRAMS:
-                            break
-                op, frames = launch.site(int(s))
-                launch.report(Violation(
-                    kind="data_race", kernel="", frames=[], program_id=launch.program_of(me), access=access.op,
-                    masked=access.masked, lanes=int(sel.sum()), arg=region.describe(),
-                    offsets=region.layout.coords(off[sel]), reason=reason,
-                    other={"access": op, "frames": frames,
-                           "program_ids": [list(launch.program_of(p)) for p in others]}))
+        mine = lane_bad
+        for s in np.unique(lane_site[mine]):
+            sel = mine & (lane_site == s)
+            others: List[int] = []
+            for p in lane_who[sel].tolist():
+                if p not in others:
+                    others.append(p)
+                    if len(others) >= _SHOWN_PROGRAMS:
+                        break
+            op, frames = launch.site(int(s))
+            launch.report(Violation(
+                kind="data_race", kernel="", frames=[], program_id=launch.program_of(pid), access=access.op,
+                masked=access.masked, lanes=int(sel.sum()), arg=region.describe(),
+                offsets=region.layout.coords(off[sel]), reason=reason,
+                other={"access": op, "frames": frames,
+                       "program_ids": [list(launch.program_of(p)) for p in others]}))

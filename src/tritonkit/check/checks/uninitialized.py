@@ -292,7 +292,11 @@ class UninitializedCheck(Check):
                 continue
             off = res.off if sel is None else res.off[sel]
             per = max(1, access.size // tr.g)
-            cells = element_cells(off, access.size, tr.g, tr.ncells)
+            if sel is None and access.size == tr.g and res.contiguous(access.size):  # consecutive: a slice
+                c0 = res.lo // tr.g
+                cells = slice(c0, c0 + res.n)
+            else:
+                cells = element_cells(off, access.size, tr.g, tr.ncells)
             reads = access.kind == "load" or (access.kind == "atomic" and access.op not in ("atomic_xchg",
                                                                                              "atomic_store"))
             if reads:
@@ -303,7 +307,7 @@ class UninitializedCheck(Check):
                     self._report(launch, access, res, sel, region, tr, off, bad)
             if access.kind != "load":
                 if launch.tx is not None:
-                    uninit, old = tr.uninit, tr.uninit[cells]
+                    uninit, old = tr.uninit, tr.uninit[cells].copy()
                     launch.on_undo(lambda: uninit.__setitem__(cells, old))
                 tr.uninit[cells] = False
 
