@@ -109,6 +109,7 @@ class BatchedBuilder(CheckedBuilder):
         self.P = 0
         self.coords = None
         self.max_bytes = 0  # the largest batched value made so far, in bytes (for the memory budget)
+        self.active: Optional[np.ndarray] = None  # bool (P,): programs a divergent loop still runs (_simt)
         for name in dir(self):
             if (name.startswith("create_") or name in ("unary_op", "cast_impl")) and name not in _SHAPED:
                 fn = getattr(self, name, None)
@@ -133,6 +134,7 @@ class BatchedBuilder(CheckedBuilder):
 
     def set_batch(self, pids: np.ndarray, coords) -> None:
         self.P = int(pids.shape[0])
+        self.active = None
         self.coords = coords
         self.grid_idx = (int(coords[0][0]), int(coords[1][0]), int(coords[2][0]))
 
@@ -288,12 +290,25 @@ class BatchedBuilder(CheckedBuilder):
         return self._new(counts, tl.int32)
 
     # --- memory: every program's lanes, gathered and scattered at once ------------------------------
+    def _active_mask(self, mask, full):
+        """``mask`` (a handle of shape ``full``, or None) ANDed with the running divergent loop's
+        active programs (see :mod:`._simt`); ``mask`` itself outside such a loop."""
+        if self.active is None:
+            return mask
+        act = np.broadcast_to(self.active.reshape((self.P,) + (1,) * (len(full) - 1)), full)
+        h = TensorHandle(act if mask is None else (np.asarray(mask.data, dtype=bool) & act), tl.int1)
+        h.bat = True
+        if mask is not None and mask.tainted:
+            _taint.carry(h, mask)
+        return h
+
     def create_masked_load(self, ptrs, mask, other, *rest, **kw):
-        if not any(h is not None and (h.bat or h.tainted) for h in (ptrs, mask, other)):
+        if self.active is None and not any(h is not None and (h.bat or h.tainted) for h in (ptrs, mask, other)):
             out = self._uniform_load(ptrs, mask, other, *rest, **kw)
             if out is not None:
                 return out
         ptrs, mask, other = self._full(ptrs, mask, other)
+        mask = self._active_mask(mask, ptrs.data.shape)
         return _mark(super().create_masked_load(ptrs, mask, other, *rest, **kw))
 
     def _uniform_load(self, ptrs, mask, other, *rest, **kw) -> Optional[TensorHandle]:
@@ -321,13 +336,17 @@ class BatchedBuilder(CheckedBuilder):
 
     def create_masked_store(self, ptrs, value, mask, *rest, **kw):
         ptrs, value, mask = self._full(ptrs, value, mask)
+        mask = self._active_mask(mask, ptrs.data.shape)
         return super().create_masked_store(ptrs, value, mask, *rest, **kw)
 
     def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope, *rest):
         ptr, val, mask = self._full(ptr, val, mask)
+        mask = self._active_mask(mask, ptr.data.shape)
         return _mark(super().create_atomic_rmw(rmwOp, ptr, val, mask, sem, scope, *rest))
 
     def create_atomic_cas(self, ptr, cmp, val, sem, scope, *rest):
+        if self.active is not None:
+            raise Unbatchable("tl.atomic_cas in a loop whose trip count differs between programs")
         ptr, cmp, val = self._full(ptr, cmp, val)
         return _mark(super().create_atomic_cas(ptr, cmp, val, sem, scope, *rest))
 
@@ -442,6 +461,16 @@ class BatchedBuilder(CheckedBuilder):
         ptrs, mask = self._materialize(ptr.base, ptr.shape, ptr.strides, ptr.offsets, ptr.block_shape,
                                        tuple(boundary_check), False)
         return self._labelled("block_ptr_store", self.create_masked_store, ptrs, value, mask)
+
+    def create_assert(self, condition, message, *rest):
+        if self.active is None:
+            return super().create_assert(condition, message, *rest)
+        cond = np.asarray(condition.data if isinstance(condition, TensorHandle) else condition, dtype=bool)
+        if not getattr(condition, "bat", False):
+            cond = np.broadcast_to(cond, (self.P,) + cond.shape)
+        cond = cond | ~self.active.reshape((self.P,) + (1,) * (cond.ndim - 1))  # inactive programs pass
+        if not cond.all():
+            self.launch.assert_failed(cond, message, batched=True)
 
     def create_dot_scaled(self, *args, **kw):
         if any(is_batched(a) for a in args):
@@ -605,6 +634,14 @@ def _uniform(self):
     if col.shape[1] != 1:
         return None  # a block: Triton allows no Python truth value of it (the interpreter says True)
     col = col[:, 0]
+    act = getattr(_interp.interpreter_builder, "active", None)
+    if act is not None and act.shape[0] == col.shape[0]:  # in a divergent loop: only running programs count
+        live = col[act]
+        if live.shape[0] == 0 or (live == live[0]).all():
+            return live[0] if live.shape[0] else col[0]
+        values = col.copy()
+        values[~act] = live[0]  # the stopped programs go along with the first running one
+        raise Divergence(values)
     if col.shape[0] and (col == col[0]).all():
         return col[0]
     raise Divergence(col.copy())

@@ -42,6 +42,9 @@ from .checks._base import PagedCells, element_cells
 
 DEFAULT_BATCH_MEMORY = 256 << 20  # bytes: the largest single value a batch may make
 _PROBE = 4  # programs in the first batch, which measures the values' size per program
+# the largest value (bytes per program) seen for a compiled kernel's specialization (``Launch.spec_key``):
+# its values are block-shaped, so later launches of it size their first batch from this, without a probe
+_PER_PROGRAM: Dict[tuple, float] = {}
 _MAX_BATCH = 1 << 16
 _NONE = -1
 _LOAD, _STORE, _ATOMIC, _SHARED, _LATE = 1, 2, 4, 8, 16
@@ -76,9 +79,11 @@ class Transaction:
 class _Owners(PagedCells):
     """Per element (cell) of one storage the guard watches: the first program that touched it
     (``own``, an execution index), what was done to it (``flags``) and the latest program that made
-    an atomic on it (``aseq``); paged like the race check's shadow (9 bytes a touched cell)."""
+    an atomic on it (``aseq``); paged like the race check's shadow (5 bytes a touched cell, 9 with
+    atomics)."""
 
-    _FIELDS = {"own": (_NONE, np.int32), "flags": (0, np.uint8), "aseq": (_NONE, np.int32)}
+    _FIELDS = {"own": (_NONE, np.int32), "flags": (0, np.uint8)}
+    _LAZY = {"aseq": (_NONE, np.int32)}  # only once an atomic is entered
 
 
 class Guard:
@@ -181,7 +186,7 @@ class Guard:
             owners.own[pos] = pids
             owners.flags[pos] = bit
             if bit == _ATOMIC:
-                owners.aseq[pos] = pids
+                owners.need("aseq")[pos] = pids
             return
         own = owners.own
         flags = owners.flags
@@ -196,7 +201,7 @@ class Guard:
                 f[shared] |= _SHARED
             f |= bit
             if bit == _ATOMIC:
-                a = owners.aseq[pos]
+                a = owners.need("aseq")[pos]
                 late = pids < a
                 if late.any():
                     f[late] |= _LATE
@@ -211,7 +216,7 @@ class Guard:
                 flags[pos[shared]] |= _SHARED
             flags[pos] |= bit
             if bit == _ATOMIC:  # atomics apply in the order programs run: each element's must be increasing
-                late = pids < owners.aseq[pos]
+                late = pids < owners.need("aseq")[pos]
                 if late.any():
                     flags[pos[late]] |= _LATE
                 owners.aseq[pos] = pids  # lanes come in program order: the last one per element is the latest
@@ -298,8 +303,8 @@ def run_batched(launch, fn, call_args, budget: int) -> Optional[str]:
            else "they are run one at a time, in order")
     launch.begin_tx(Guard(why))
     first = 0
-    size = min(total, _PROBE)
-    per_program = 0.0
+    per_program = _PER_PROGRAM.get(launch.spec_key, 0.0)
+    size = int(max(1, min(_MAX_BATCH, budget // per_program))) if per_program else _PROBE
     try:
         while first < total:
             n = min(size, total - first)
@@ -310,6 +315,8 @@ def run_batched(launch, fn, call_args, budget: int) -> Optional[str]:
             first += n
             per_program = max(per_program, builder.max_bytes / max(1, n))
             size = int(max(1, min(_MAX_BATCH, budget // max(1.0, per_program))))
+            if builder.max_bytes:
+                _PER_PROGRAM[launch.spec_key] = per_program
     except Unbatchable as e:
         launch.rollback_tx()
         return e.reason

@@ -68,16 +68,18 @@ class StaticAssertFailed(CheckAborted):
 autotuning: "contextvars.ContextVar[bool]" = contextvars.ContextVar("tritonkit_autotuning", default=False)
 
 
-def rewritten(pyfn):
+def rewritten(pyfn, simt: bool = False):
     """The interpretable version of a ``@triton.jit`` function's Python body (cached).
 
-    Uses Triton's own AST rewriter, and remembers the code object so that findings can be
-    placed on kernel lines by walking the Python stack.
+    Uses Triton's own AST rewriter (``simt``: then the loops made runnable over a batch of programs
+    whose trip counts differ, for the batched engine, see :mod:`._simt`), and remembers the code
+    object so that findings can be placed on kernel lines by walking the Python stack.
     """
-    fn = _REWRITTEN.get(pyfn)
+    fn = _REWRITTEN.get((pyfn, simt))
     if fn is None:
-        fn = _interp.FunctionRewriter(pyfn).rewrite_ast()
-        _REWRITTEN[pyfn] = fn
+        from ._simt import SimtRewriter
+        fn = (SimtRewriter if simt else _interp.FunctionRewriter)(pyfn).rewrite_ast()
+        _REWRITTEN[(pyfn, simt)] = fn
         KERNEL_CODES[fn.__code__] = pyfn.__name__
     return fn
 
@@ -154,6 +156,8 @@ class LaunchRecord:
         fallback: why the batched engine gave the launch to the sequential one, or None.
         batches: executions of the kernel's body for a batch of programs (0 when sequential).
         groups: extra batches made where control flow diverged between programs.
+        masked_loops: executions of a loop whose trip count differed between the programs of a
+            batch, run once for the batch with an active mask (see ``_simt``).
     """
 
     kernel: str
@@ -168,6 +172,7 @@ class LaunchRecord:
     fallback: Optional[str] = None
     batches: int = 0
     groups: int = 0
+    masked_loops: int = 0
 
 
 @dataclasses.dataclass
@@ -244,7 +249,7 @@ class Launch:
         self.tx = Transaction(guard)
         self.space.journal = self.tx.undo
         self._tx_start = (self.record.programs, self.record.accesses, self.record.lanes, self.record.batches,
-                          self.record.groups)
+                          self.record.groups, self.record.masked_loops)
 
     def commit_tx(self) -> None:
         """End the running transaction, releasing its held-back findings (may raise CheckAborted)."""
@@ -261,7 +266,7 @@ class Launch:
         if tx is not None:
             tx.rollback_to((0, 0, 0))
             r = self.record
-            r.programs, r.accesses, r.lanes, r.batches, r.groups = self._tx_start
+            r.programs, r.accesses, r.lanes, r.batches, r.groups, r.masked_loops = self._tx_start
 
     def on_undo(self, fn) -> None:
         """Register ``fn`` to be called if the running transaction is undone (no-op outside one)."""
@@ -420,7 +425,10 @@ class Launch:
             return
         P = self.batch.pids.shape[0]
         datas = [values(h.data, h.dtype.scalar) for h in handles]
+        active = getattr(self.builder, "active", None)  # a divergent loop's running programs (see _simt)
         for b in range(P):
+            if active is not None and not active[b]:
+                continue
             pid = tuple(int(c[b]) for c in self.batch.coords)
             mine = [d[b] if getattr(h, "bat", False) else d for d, h in zip(datas, handles)]
             self.tx.prints.append((int(self.batch.order[b]), len(self.tx.prints),
@@ -1026,7 +1034,7 @@ def _run_batched(launch: Launch, fn, call_args, pyfn) -> bool:
     launch.builder.set_grid_dim(*launch.grid)
     try:
         with _Patched(launch.builder):
-            why = run_batched(launch, fn, call_args,
+            why = run_batched(launch, rewritten(pyfn, simt=True), call_args,
                               getattr(launch.session, "batch_memory", None) or DEFAULT_BATCH_MEMORY)
     finally:
         launch.builder = sequential

@@ -198,6 +198,25 @@ class Region:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "strides": list(self.strides)}
 
 
+_CHUNK = 1 << 16
+
+
+def _steps_are(off: np.ndarray, step: int) -> bool:
+    """Whether consecutive elements of ``off`` (int64, 1-D) differ by ``step``, compared in chunks
+    that stay in cache (and stop at the first chunk that differs)."""
+    n = off.shape[0]
+    if n < 2:
+        return True
+    buf = np.empty(min(_CHUNK, n - 1), dtype=np.int64)
+    for i in range(0, n - 1, _CHUNK):
+        j = min(n - 1, i + _CHUNK)
+        d = buf[: j - i]
+        np.subtract(off[i + 1:j + 1], off[i:j], out=d)
+        if not (d == step).all():
+            return False
+    return True
+
+
 class Resolved:
     """Addresses of the active lanes of one access, resolved against the address space.
 
@@ -252,7 +271,7 @@ class Resolved:
             return c[1]
         n = self.n
         yes = (self.single_slot >= 0 and n > 0 and self.lo % size == 0 and self.hi - self.lo == (n - 1) * size
-               and (n == 1 or bool((self.off[1:] - self.off[:-1] == size).all())))
+               and _steps_are(self.off, size))
         self._contig = (size, yes)
         return yes
 

@@ -45,7 +45,8 @@ def _checked_run(self, *args, grid, warmup=False, **kwargs):
 
 
 def _checked_call(self, *args, **kwargs):
-    return rewritten(self.fn)(*args, **kwargs)
+    from ._batched import BatchedBuilder
+    return rewritten(self.fn, simt=isinstance(_interp.interpreter_builder, BatchedBuilder))(*args, **kwargs)
 
 
 def config_label(config) -> str:

@@ -69,13 +69,14 @@ class PagedCells:
     """
 
     _FIELDS: Dict[str, Tuple[int, type]] = {}
+    _LAZY: Dict[str, Tuple[int, type]] = {}  # fields allocated by :meth:`need` when first used
 
     def __init__(self, ncells: int) -> None:
         self.ncells = ncells
         self.page_slot = np.full(max(1, -(-ncells // PAGE)), -1, dtype=np.int64)
         self.used = 0
         self.cap = 0
-        for name in self._FIELDS:
+        for name in list(self._FIELDS) + list(self._LAZY):
             setattr(self, name, None)
         self._grow(min(4, self.page_slot.shape[0]))
 
@@ -83,7 +84,19 @@ class PagedCells:
         cap = max(pages, 2 * self.cap)
         for name, (init, dtype) in self._FIELDS.items():
             self._extend(name, cap, init, dtype)
+        for name, (init, dtype) in self._LAZY.items():
+            if getattr(self, name) is not None:
+                self._extend(name, cap, init, dtype)
         self.cap = cap
+
+    def need(self, name: str) -> np.ndarray:
+        """The pool of the lazy field ``name``, allocated (initial values) on first use."""
+        pool = getattr(self, name)
+        if pool is None:
+            init, dtype = self._LAZY[name]
+            self._extend(name, self.cap, init, dtype)
+            pool = getattr(self, name)
+        return pool
 
     def _extend(self, name: str, cap: int, init: int, dtype) -> None:
         new = np.full(cap * PAGE, init, dtype=dtype)
