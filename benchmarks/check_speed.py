@@ -7,7 +7,11 @@ Modes:
   a time (tritonkit's oracle engine, and the fallback of the batched one);
 * ``batched``:    ``tritonkit.checking(nan=True)``: every check, the batched engine (many programs
   per execution of the kernel's body);
-* ``off``:        ``tritonkit.checking(checks=[])``: the batched engine with no checks.
+* ``off``:        ``tritonkit.checking(checks=[])``: the batched engine with no checks;
+* ``triton-viz``: triton-viz's sanitizer (``triton_viz.trace("sanitizer")`` around each kernel),
+  where ``import triton_viz`` works (it supports Triton <= 3.6). It runs in a child process per
+  case (it patches Triton's interpreter for good), after one untimed run; its outputs are not
+  computed, so they are not compared.
 
 Suite: vector add of 2**22 float32 (BLOCK 1024), softmax 4096x1024 float32 (one row per program),
 matmul 512x512x512 float32 (64x64x32 tiles), layer norm 4096x1024 float32 (one row per program),
@@ -16,8 +20,8 @@ same kernels at 4x the size. Outputs are compared across modes (bit for bit) and
 before any timing is reported; peak memory is that of the arrays the batched run allocates
 (``tracemalloc``, a separate untimed run).
 
-Goals (issue 5): plain / batched >= 30x as a geometric mean over the suite, peak memory < 4 GiB.
-triton-viz's sanitizer is shown as n/a: it is not installed in this environment.
+Goals (issue 5): plain / batched >= 30x as a geometric mean over the suite, batched within 3x of
+triton-viz's sanitizer, peak memory < 4 GiB.
 
 Usage::
 
@@ -50,6 +54,15 @@ import tritonkit  # noqa: E402
 TARGET_SPEEDUP = 30.0  # batched tritonkit check (every check) over plain TRITON_INTERPRET=1, geometric mean
 TARGET_PEAK_GB = 4.0
 MODES = ("plain", "sequential", "batched", "off")
+KERNELS = ("add_kernel", "softmax_kernel", "matmul_kernel", "layer_norm_kernel", "attention_fwd_kernel")
+
+
+def triton_viz_available() -> bool:
+    """Whether triton-viz's sanitizer can run here (it imports only with the Triton it supports).
+    Asked in a child process: importing triton-viz patches Triton's interpreter for good."""
+    import subprocess
+    probe = "import triton_viz; from triton_viz.clients import Sanitizer"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -282,6 +295,20 @@ def run_mode(case: Case, inputs: dict, mode: str):
         start = time.perf_counter()
         out = case.run(inputs)
         return time.perf_counter() - start, out, None
+    if mode == "triton-viz":
+        import triton_viz
+        module = sys.modules[__name__]
+        plain = {k: getattr(module, k) for k in KERNELS}
+        traced = {k: triton_viz.trace("sanitizer")(v) for k, v in plain.items()}
+        try:
+            for k, v in traced.items():
+                setattr(module, k, v)
+            start = time.perf_counter()
+            out = case.run(inputs)
+            return time.perf_counter() - start, out, None
+        finally:
+            for k, v in plain.items():
+                setattr(module, k, v)
     checks = [] if mode == "off" else None
     start = time.perf_counter()
     with tritonkit.checking(checks=checks, nan=mode != "off",
@@ -294,15 +321,23 @@ def run_mode(case: Case, inputs: dict, mode: str):
     return seconds, out, session.summary()
 
 
-def _warm_up() -> None:
+def _warm_up(modes=MODES) -> None:
     """Run every kernel once per mode on the quick sizes, so AST rewrites and imports are cached."""
     for case in suite(quick=True):
         inputs = case.make()
-        for mode in MODES:
+        for mode in modes:
             run_mode(case, inputs, mode)
 
 
-def machine_info() -> Dict[str, str]:
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def machine_info(viz: bool = False) -> Dict[str, str]:
     """CPU model and cores, Python/torch/triton/numpy/tritonkit versions, date."""
     cpu = platform.processor() or platform.machine()
     try:
@@ -322,6 +357,7 @@ def machine_info() -> Dict[str, str]:
         "triton": triton.__version__,
         "numpy": np.__version__,
         "tritonkit": tritonkit.__version__,
+        "triton-viz": _version("triton-viz") if viz else "not importable",
         "torch_threads": str(torch.get_num_threads()),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
     }
@@ -342,8 +378,31 @@ def peak_memory(case: Case, inputs: dict) -> float:
     return peak / 2**20
 
 
+def viz_seconds(index: int, repeat: int, quick: bool, large: bool) -> List[float]:
+    """Seconds of ``repeat`` timed triton-viz sanitizer runs of suite case ``index``, in a child process.
+
+    Raises:
+        RuntimeError: the child failed (its stderr's end is in the message).
+    """
+    import subprocess
+    cmd = [sys.executable, os.path.abspath(__file__), "--triton-viz-child", str(index), "--repeat", str(repeat)]
+    cmd += ["--quick"] if quick else []
+    cmd += [] if large else ["--base-only"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"triton-viz run of case {index} failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _viz_child(index: int, repeat: int, quick: bool, large: bool) -> None:
+    case = suite(quick, large)[index]
+    inputs = case.make()
+    run_mode(case, inputs, "triton-viz")  # untimed: imports, z3's first solves
+    print(json.dumps([run_mode(case, inputs, "triton-viz")[0] for _ in range(repeat)]))
+
+
 def benchmark(cases: List[Case], repeat: int, log: Optional[Callable[[str], None]] = None,
-              modes=MODES) -> List[dict]:
+              modes=MODES, viz: Optional[Callable[[Case], List[float]]] = None) -> List[dict]:
     """Time every case in every mode ``repeat`` times and check that the outputs agree.
 
     Returns:
@@ -355,6 +414,10 @@ def benchmark(cases: List[Case], repeat: int, log: Optional[Callable[[str], None
     for case in cases:
         inputs = case.make()
         times: Dict[str, List[float]] = {m: [] for m in modes}
+        if viz is not None:
+            times["triton-viz"] = viz(case)
+            if log:
+                log(f"{case.name:<16} {case.size:<40} triton-viz: {min(times['triton-viz']):8.3f} s")
         outputs: Dict[str, torch.Tensor] = {}
         summary = None
         for r in range(repeat):
@@ -378,6 +441,7 @@ def benchmark(cases: List[Case], repeat: int, log: Optional[Callable[[str], None
             "name": case.name, "size": case.size, "programs": case.programs,
             "seconds": best, "all_seconds": times,
             "speedup": best["plain"] / best["batched"],
+            "vs_triton_viz": best["batched"] / best["triton-viz"] if "triton-viz" in best else None,
             "speedup_sequential": best["sequential"] / best["batched"] if "sequential" in best else None,
             "peak_mib": peak_memory(case, inputs),
             "batched_summary": {k: summary[k] for k in ("launches", "programs", "accesses", "lanes",
@@ -395,27 +459,32 @@ def render(results: List[dict], info: Dict[str, str], repeat: int, quick: bool) 
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=200)
     table = Table(title="tritonkit check: seconds per launch (best of the repeats), every check on")
     for col, just in (("kernel", "left"), ("size", "left"), ("programs", "right"), ("plain s", "right"),
                       ("triton-viz s", "right"), ("one-at-a-time s", "right"), ("batched s", "right"),
-                      ("checks off s", "right"), ("plain/batched", "right"), ("peak MiB", "right")):
+                      ("checks off s", "right"), ("plain/batched", "right"), ("batched/triton-viz", "right"),
+                      ("peak MiB", "right")):
         table.add_column(col, justify=just)
     for r in results:
         s = r["seconds"]
         sp = r["speedup"]
         style = "green" if sp >= TARGET_SPEEDUP else "red"
         fb = r["batched_summary"]["fallbacks"] if r.get("batched_summary") else []
-        table.add_row(r["name"], r["size"], str(r["programs"]), f"{s['plain']:.2f}", "n/a",
+        vs = r.get("vs_triton_viz")
+        table.add_row(r["name"], r["size"], str(r["programs"]), f"{s['plain']:.2f}",
+                      f"{s['triton-viz']:.3f}" if "triton-viz" in s else "n/a",
                       f"{s['sequential']:.2f}" if "sequential" in s else "-", f"{s['batched']:.3f}",
                       f"{s['off']:.3f}", f"[{style}]{sp:.1f}x[/{style}]" + (" (fallback)" if fb else ""),
-                      f"{r['peak_mib']:.0f}")
+                      f"{vs:.2f}x" if vs is not None else "n/a", f"{r['peak_mib']:.0f}")
     gm = geomean([r["speedup"] for r in results])
     peak = max(r["peak_mib"] for r in results)
     console.print(table)
+    vs = [r["vs_triton_viz"] for r in results if r.get("vs_triton_viz") is not None]
+    viz = (f"batched / triton-viz: geometric mean {geomean(vs):.2f}x, worst {max(vs):.2f}x (goal <= 3x)" if vs
+           else "triton-viz's sanitizer: not importable here (it supports Triton <= 3.6): n/a")
     console.print(f"geometric mean plain/batched: {gm:.1f}x (goal >= {TARGET_SPEEDUP:.0f}x); largest peak: "
-                  f"{peak:.0f} MiB (goal < {TARGET_PEAK_GB * 1024:.0f} MiB); triton-viz's sanitizer: not installed "
-                  "here (n/a)")
+                  f"{peak:.0f} MiB (goal < {TARGET_PEAK_GB * 1024:.0f} MiB); {viz}")
     console.print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
     console.print(f"repeats: {repeat}{' (quick sizes)' if quick else ''}; plain and one-at-a-time run once")
 
@@ -428,14 +497,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--no-sequential", action="store_true", help="skip tritonkit one-at-a-time (slow at 4x sizes)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--only", nargs="*", help="run only cases whose name contains one of these")
+    p.add_argument("--triton-viz-child", type=int, metavar="CASE", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    cases = suite(args.quick, large=not args.base_only)
+    if args.triton_viz_child is not None:
+        _viz_child(args.triton_viz_child, args.repeat, args.quick, not args.base_only)
+        return 0
+    all_cases = suite(args.quick, large=not args.base_only)
+    cases = all_cases
     if args.only:
         cases = [c for c in cases if any(o in c.name for o in args.only)]
     modes = tuple(m for m in MODES if not (args.no_sequential and m == "sequential"))
-    _warm_up()
-    info = machine_info()
-    results = benchmark(cases, args.repeat, log=lambda m: print(m, file=sys.stderr, flush=True), modes=modes)
+    viz = None
+    if triton_viz_available():
+        def viz(case):
+            return viz_seconds(all_cases.index(case), args.repeat, args.quick, not args.base_only)
+    _warm_up(modes)
+    info = machine_info(viz is not None)
+    results = benchmark(cases, args.repeat, log=lambda m: print(m, file=sys.stderr, flush=True), modes=modes,
+                        viz=viz)
     render(results, info, args.repeat, args.quick)
     if args.json:
         with open(args.json, "w") as fh:

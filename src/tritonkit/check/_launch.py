@@ -700,6 +700,21 @@ def _spec_item(v):
         return ("constexpr", repr(v))
 
 
+def _unstale(scope) -> None:
+    """Put back, for this scope, Triton builtins that an earlier plain-interpreter launch left
+    patched (Triton 3.6 does not restore ``triton.language.core`` after kernels that call jitted
+    functions such as ``tl.max``): the stale wrapper is bound to that launch's builder, and
+    re-patching skips what is no longer a builtin. Triton's wrapper keeps the original as its
+    ``member`` keyword default."""
+    for pkg in (tl, tl.core, tl.math, tl.tensor):
+        for name, member in list(vars(pkg).items()):
+            if getattr(member, "__name__", "") != "<lambda>" or getattr(member, "__module__", "") != _interp.__name__:
+                continue
+            original = (getattr(member, "__kwdefaults__", None) or {}).get("member")
+            if original is not None and tl.core.is_builtin(original):
+                scope.set_attr(pkg, name, original)
+
+
 class _Patched:
     """Triton's language patched for interpretation, with ``builder`` underneath, for a block."""
 
@@ -708,6 +723,7 @@ class _Patched:
 
     def __enter__(self):
         scope = _interp._LangPatchScope()
+        _unstale(scope)
         for lang in (tl, tl.core):
             _interp._patch_builtin(lang, self.builder, scope)
             _interp._patch_builtin(lang.tensor, self.builder, scope)
