@@ -427,8 +427,8 @@ class AddressSpace:
         return None, None
 
     @staticmethod
-    def _span(region: Region, res: Resolved, sel, dtype: np.dtype) -> Optional[slice]:
-        """The element slice of ``region``'s storage (as ``dtype``) that the lanes cover, when they
+    def _span(res: Resolved, sel, dtype: np.dtype) -> Optional[slice]:
+        """The element slice of the lanes' storage (as ``dtype``) that they cover, when they
         are all allowed and consecutive (see :meth:`Resolved.contiguous`); else None."""
         size = dtype.itemsize
         if sel is not None or not res.contiguous(size):
@@ -439,7 +439,7 @@ class AddressSpace:
     def gather(self, res: Resolved, dtype: np.dtype, out_flat: np.ndarray) -> None:
         """Read the allowed lanes into ``out_flat`` (a flat array of ``dtype`` over the block)."""
         for region, sel in self._groups(res):
-            span = self._span(region, res, sel, dtype)
+            span = self._span(res, sel, dtype)
             if span is not None:
                 typed = region.storage.typed(dtype)
                 if res.all_lanes:
@@ -465,7 +465,7 @@ class AddressSpace:
         for region, sel in self._groups(res):
             region.storage.written = True
             vals = values_flat if (sel is None and res.all_lanes) else values_flat[self._lanes(res, sel)]
-            span = self._span(region, res, sel, dtype)
+            span = self._span(res, sel, dtype)
             if span is not None:
                 typed = region.storage.typed(dtype)
                 if self.journal is not None:
