@@ -117,7 +117,9 @@ def test_timeout_stops_a_launch_and_says_where():
         with checking(timeout=0.5) as s:
             spin_on_flag[(2,)](torch.zeros(1, dtype=torch.int32))
     f = only(s)
-    assert (f.kind, f.line, f.program_ids) == ("timeout", line_of("spin_on_flag.loop"), [[0]])
+    # the timer fires in the loop's condition or in its body (`pass`), whichever runs at that moment
+    assert f.kind == "timeout" and f.program_ids == [[0]]
+    assert f.line in (line_of("spin_on_flag.loop"), line_of("spin_on_flag.loop") + 1)
 
 
 def test_zero_program_grid_runs_nothing_and_is_noted():
