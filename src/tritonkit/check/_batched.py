@@ -501,8 +501,10 @@ def _data(t: tl.tensor, P: int) -> np.ndarray:
     return np.broadcast_to(d.reshape(block), (P,) + block)
 
 
-class BatchedReduce(_interp.ReduceOps):
-    """``tl.reduce`` over tensors with a program axis: per program, along the block axis + 1."""
+class _BatchedOps:
+    """What ``tl.reduce`` and ``tl.associative_scan`` share under the batched engine: a single
+    tensor made a tuple, inputs without a program axis left to Triton's interpreter, and the
+    batch's size found for :meth:`_apply_batched` (``(P,) + block`` arrays)."""
 
     def apply(self, input):
         if not isinstance(input, tuple):
@@ -510,7 +512,13 @@ class BatchedReduce(_interp.ReduceOps):
         if not any(is_batched(t.handle) for t in input if isinstance(t, tl.tensor)):
             return super().apply(input)
         self.check_tensor(input)
-        P = _batch_size(input)
+        return self._apply_batched(input, _batch_size(input))
+
+
+class BatchedReduce(_BatchedOps, _interp.ReduceOps):
+    """``tl.reduce`` over tensors with a program axis: per program, along the block axis + 1."""
+
+    def _apply_batched(self, input, P: int):
         first = input[0]
         shape = tuple(first.type.shape) if first.type.is_block() else ()
         datas = [_data(t, P) for t in input]
@@ -552,16 +560,10 @@ class BatchedReduce(_interp.ReduceOps):
         return [(a.handle.data, t.dtype) for a, t in zip(acc, input)]
 
 
-class BatchedScan(_interp.ScanOps):
+class BatchedScan(_BatchedOps, _interp.ScanOps):
     """``tl.associative_scan`` over tensors with a program axis."""
 
-    def apply(self, input):
-        if not isinstance(input, tuple):
-            return self.apply((input,))[0]
-        if not any(is_batched(t.handle) for t in input if isinstance(t, tl.tensor)):
-            return super().apply(input)
-        self.check_tensor(input)
-        P = _batch_size(input)
+    def _apply_batched(self, input, P: int):
         shape = tuple(input[0].type.shape)
         ax = (self.axis if self.axis >= 0 else self.axis + len(shape)) + 1
         datas = [_data(t, P) for t in input]

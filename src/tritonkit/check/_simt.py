@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import sys
 from typing import List, Optional
 
 import numpy as np
@@ -177,7 +178,15 @@ class _While(_Loop):
 
 def loop_range(*args, **kwargs) -> _Range:
     """The rewritten ``range(...)``/``tl.range(...)`` of a loop (keyword arguments other than
-    ``step``, such as ``num_stages``, are ignored as the interpreter ignores them)."""
+    ``step``, such as ``num_stages``, are ignored as the interpreter ignores them). Its bounds are
+    Python ints, constexprs or scalar kernel values (int32/int64, ``(P,)`` under the batched engine);
+    iterating yields Python ints, or an int32 ``(P,)`` kernel value when the start or step differs
+    between programs.
+
+    Raises (while iterated):
+        ValueError: a step of zero in some program.
+        TypeError: a bound that is a block, not a scalar.
+    """
     return _Range(*args, **kwargs)
 
 
@@ -296,6 +305,5 @@ class SimtRewriter(_interp.FunctionRewriter):
         return tree
 
     def _compile_and_exec(self, transformed_ast):
-        import sys
         self.fn.__globals__.setdefault(_MODULE, sys.modules[__name__])
         return super()._compile_and_exec(transformed_ast)
