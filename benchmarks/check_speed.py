@@ -21,7 +21,8 @@ before any timing is reported; peak memory is that of the arrays the batched run
 (``tracemalloc``, a separate untimed run).
 
 Goals (issue 5): plain / batched >= 30x as a geometric mean over the suite, batched within 3x of
-triton-viz's sanitizer, peak memory < 4 GiB.
+triton-viz's sanitizer, peak memory < 4 GiB. A ``PyTorch s`` column times PyTorch computing the
+same output in float32 with no check (eager, CPU): the floor for any tool that computes every output.
 
 Usage::
 
@@ -167,6 +168,7 @@ class Case:
     make: Callable[[], dict]
     run: Callable[[dict], torch.Tensor]
     reference: Callable[[dict], torch.Tensor]
+    native: Callable[[dict], torch.Tensor]
     atol: float = 1e-5
     rtol: float = 1e-5
 
@@ -184,7 +186,7 @@ def _add_case(n: int) -> Case:
         return out
 
     return Case("vector add", f"{n:,} fp32, BLOCK {block}", triton.cdiv(n, block), make, run,
-                lambda d: d["x"] + d["y"])
+                lambda d: d["x"] + d["y"], lambda d: d["x"] + d["y"])
 
 
 def _softmax_case(rows: int, cols: int) -> Case:
@@ -200,7 +202,7 @@ def _softmax_case(rows: int, cols: int) -> Case:
         return out
 
     return Case("softmax", f"{rows}x{cols} fp32, 1 row/program", rows, make, run,
-                lambda d: torch.softmax(d["x"].double(), dim=-1).float())
+                lambda d: torch.softmax(d["x"].double(), dim=-1).float(), lambda d: torch.softmax(d["x"], dim=-1))
 
 
 def _matmul_case(m: int, n: int, k: int) -> Case:
@@ -219,7 +221,8 @@ def _matmul_case(m: int, n: int, k: int) -> Case:
         return c
 
     return Case("matmul", f"{m}x{n}x{k} fp32, {bm}x{bn}x{bk} tiles", triton.cdiv(m, bm) * triton.cdiv(n, bn),
-                make, run, lambda d: (d["a"].double() @ d["b"].double()).float(), atol=1e-3, rtol=1e-4)
+                make, run, lambda d: (d["a"].double() @ d["b"].double()).float(), lambda d: d["a"] @ d["b"],
+                atol=1e-3, rtol=1e-4)
 
 
 def _layer_norm_case(rows: int, cols: int) -> Case:
@@ -241,7 +244,10 @@ def _layer_norm_case(rows: int, cols: int) -> Case:
         return torch.nn.functional.layer_norm(d["x"].double(), (cols,), d["w"].double(), d["b"].double(),
                                               eps).float()
 
-    return Case("layer norm", f"{rows}x{cols} fp32, 1 row/program", rows, make, run, reference,
+    def native(d):
+        return torch.nn.functional.layer_norm(d["x"], (cols,), d["w"], d["b"], eps)
+
+    return Case("layer norm", f"{rows}x{cols} fp32, 1 row/program", rows, make, run, reference, native,
                 atol=1e-4, rtol=1e-4)
 
 
@@ -264,8 +270,11 @@ def _attention_case(bh: int, seq: int, d: int = 64) -> Case:
         s = (q @ k.transpose(1, 2) * scale).masked_fill(~mask, float("-inf"))
         return (torch.softmax(s, dim=-1) @ v).float()
 
+    def native(t):
+        return torch.nn.functional.scaled_dot_product_attention(t["q"], t["k"], t["v"], is_causal=True, scale=scale)
+
     return Case("causal attention", f"{bh} heads x {seq} x {d} fp32, {bm}x{bn} blocks", (seq // bm) * bh, make, run,
-                reference, atol=1e-4, rtol=1e-4)
+                reference, native, atol=1e-4, rtol=1e-4)
 
 
 def suite(quick: bool, large: bool = True) -> List[Case]:
@@ -434,6 +443,7 @@ def benchmark(cases: List[Case], repeat: int, log: Optional[Callable[[str], None
                     log(f"{case.name:<16} {case.size:<40} {mode:<10} run {r + 1}/{repeat}: {seconds:8.3f} s")
         ref = case.reference(inputs)
         torch.testing.assert_close(outputs["plain"], ref, atol=case.atol, rtol=case.rtol)
+        times["pytorch"] = native_seconds(case, inputs, repeat)
         for mode in modes[1:]:  # both engines must compute exactly what Triton's interpreter does
             torch.testing.assert_close(outputs[mode], outputs["plain"], atol=0, rtol=0)
         best = {m: min(v) for m, v in times.items()}
@@ -442,12 +452,25 @@ def benchmark(cases: List[Case], repeat: int, log: Optional[Callable[[str], None
             "seconds": best, "all_seconds": times,
             "speedup": best["plain"] / best["batched"],
             "vs_triton_viz": best["batched"] / best["triton-viz"] if "triton-viz" in best else None,
+            "pytorch_vs_triton_viz": best["pytorch"] / best["triton-viz"] if "triton-viz" in best else None,
             "speedup_sequential": best["sequential"] / best["batched"] if "sequential" in best else None,
             "peak_mib": peak_memory(case, inputs),
             "batched_summary": {k: summary[k] for k in ("launches", "programs", "accesses", "lanes",
                                                         "batched_launches", "fallbacks")} if summary else None,
         })
     return results
+
+
+def native_seconds(case: Case, inputs: dict, repeat: int) -> List[float]:
+    """Seconds of PyTorch computing the case's output in float32 on the CPU, eagerly, with no check:
+    the floor for any tool that computes every output (one untimed run first)."""
+    case.native(inputs)
+    out = []
+    for _ in range(max(repeat, 3)):
+        start = time.perf_counter()
+        case.native(inputs)
+        out.append(time.perf_counter() - start)
+    return out
 
 
 def geomean(values: List[float]) -> float:
@@ -462,7 +485,7 @@ def render(results: List[dict], info: Dict[str, str], repeat: int, quick: bool) 
     console = Console(width=200)
     table = Table(title="tritonkit check: seconds per launch (best of the repeats), every check on")
     for col, just in (("kernel", "left"), ("size", "left"), ("programs", "right"), ("plain s", "right"),
-                      ("triton-viz s", "right"), ("one-at-a-time s", "right"), ("batched s", "right"),
+                      ("PyTorch s", "right"), ("triton-viz s", "right"), ("one-at-a-time s", "right"), ("batched s", "right"),
                       ("checks off s", "right"), ("plain/batched", "right"), ("batched/triton-viz", "right"),
                       ("peak MiB", "right")):
         table.add_column(col, justify=just)
@@ -472,7 +495,7 @@ def render(results: List[dict], info: Dict[str, str], repeat: int, quick: bool) 
         style = "green" if sp >= TARGET_SPEEDUP else "red"
         fb = r["batched_summary"]["fallbacks"] if r.get("batched_summary") else []
         vs = r.get("vs_triton_viz")
-        table.add_row(r["name"], r["size"], str(r["programs"]), f"{s['plain']:.2f}",
+        table.add_row(r["name"], r["size"], str(r["programs"]), f"{s['plain']:.2f}", f"{s['pytorch']:.4f}",
                       f"{s['triton-viz']:.3f}" if "triton-viz" in s else "n/a",
                       f"{s['sequential']:.2f}" if "sequential" in s else "-", f"{s['batched']:.3f}",
                       f"{s['off']:.3f}", f"[{style}]{sp:.1f}x[/{style}]" + (" (fallback)" if fb else ""),
@@ -481,7 +504,9 @@ def render(results: List[dict], info: Dict[str, str], repeat: int, quick: bool) 
     peak = max(r["peak_mib"] for r in results)
     console.print(table)
     vs = [r["vs_triton_viz"] for r in results if r.get("vs_triton_viz") is not None]
-    viz = (f"batched / triton-viz: geometric mean {geomean(vs):.2f}x, worst {max(vs):.2f}x (goal <= 3x)" if vs
+    floor = [r["pytorch_vs_triton_viz"] for r in results if r.get("pytorch_vs_triton_viz") is not None]
+    viz = (f"batched / triton-viz: geometric mean {geomean(vs):.2f}x, worst {max(vs):.2f}x (goal <= 3x); "
+           f"PyTorch alone (output only, no check) / triton-viz: worst {max(floor):.2f}x" if vs
            else "triton-viz's sanitizer: not importable here (it supports Triton <= 3.6): n/a")
     console.print(f"geometric mean plain/batched: {gm:.1f}x (goal >= {TARGET_SPEEDUP:.0f}x); largest peak: "
                   f"{peak:.0f} MiB (goal < {TARGET_PEAK_GB * 1024:.0f} MiB); {viz}")
