@@ -8,15 +8,20 @@ The public API is small and imported lazily (``import tritonkit`` does not impor
 * :class:`tritonkit.Finding` — one folded finding (plain data, ``to_dict()`` for JSON).
 * :func:`tritonkit.mark_uninitialized` — declare a buffer's elements uninitialized (``torch.empty*``
   allocations are tracked automatically while checking).
+* :func:`tritonkit.autotune` — a drop-in for ``triton.autotune`` (see :mod:`tritonkit.tune`).
 """
 from ._version import __version__
 
-__all__ = ["__version__", "checking", "check_launch", "CheckSession", "Finding", "CheckAborted", "mark_uninitialized"]
+__all__ = ["__version__", "checking", "check_launch", "CheckSession", "Finding", "CheckAborted", "mark_uninitialized",
+           "autotune"]
 
 _LAZY = {"checking", "check_launch", "CheckSession", "Finding", "CheckAborted", "mark_uninitialized"}
 
 
 def __getattr__(name):
+    if name == "autotune":
+        from .tune import autotune
+        return autotune
     if name in _LAZY:
         from . import check
         return getattr(check, name)

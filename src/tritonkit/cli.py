@@ -1,5 +1,8 @@
 """The ``tritonkit`` command line.
 
+``tritonkit tune [--strategy S] [--budget B] -- python SCRIPT.py ARGS...`` runs the script with its
+``@triton.autotune`` kernels tuned by tritonkit (see :mod:`tritonkit.tune._cli`).
+
 ``tritonkit check [--json FILE] [--stop-on-first] [--timeout S] [--pdb] -- python SCRIPT.py ARGS...``
 runs the script in this process with every Triton launch checked on the CPU.
 
@@ -60,6 +63,16 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--batch-memory", type=int, metavar="MB",
                    help="the most memory one value of a batch of programs may take, in MiB (default 256)")
     c.add_argument("target", nargs=argparse.REMAINDER, help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
+    from .tune._cache_cli import add_cache_parser
+    from .tune._cli import add_tune_parser
+    from .tune._distill_cli import add_distill_parser
+    add_tune_parser(sub)
+    add_cache_parser(sub)
+    d = add_distill_parser(sub)
+    d.add_argument("--from", dest="from_file", metavar="FILE.json",
+                   help="read the results from a `tritonkit tune --json` file instead of the tuning cache")
+    d.add_argument("--cache-dir", metavar="DIR", help="the tuning cache's directory (default $TRITONKIT_CACHE_DIR "
+                                                       "or ~/.cache/tritonkit/tune)")
     return p
 
 
@@ -213,6 +226,34 @@ def _cmd_check(args) -> int:
     return EXIT_SCRIPT_FAILED if script_failed else EXIT_OK
 
 
+def _load_tune_results(kernel: str, args):
+    """A kernel's TuneResults for ``distill``: from ``--from FILE`` (``tritonkit tune --json``), or
+    from the tuning cache, taking the (device, Triton version, source) with the most keys.
+
+    Raises:
+        FileNotFoundError: ``--from`` names no file.
+        KeyError: the file or cache has no results for ``kernel``.
+    """
+    from .tune import TuneResult
+    if args.from_file:
+        import json
+        with open(args.from_file) as fh:
+            data = json.load(fh)
+        rows = data.get("results", data) if isinstance(data, dict) else data
+        out = [TuneResult.from_dict(r) for r in rows if r.get("kernel") == kernel]
+        if not out:
+            raise KeyError(f"{args.from_file} has no results for {kernel}")
+        return out
+    from .tune._cache import TuneCache
+    groups: dict = {}
+    for e in TuneCache(args.cache_dir).show(kernel):
+        groups.setdefault((e.device, e.triton, e.source_hash), []).append(
+            TuneResult(e.kernel, list(e.key), trials=list(e.trials)))
+    if not groups:
+        raise KeyError(f"the tuning cache has nothing for {kernel}")
+    return max(groups.values(), key=len)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``tritonkit`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -232,6 +273,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.command == "check":
             return _cmd_check(args)
+        if args.command == "tune":
+            from .tune._cli import run_tune_command
+            try:
+                return run_tune_command(args, _resolve_target)
+            except _Usage as e:
+                print(f"tritonkit tune: error: {e}", file=sys.stderr)
+                return EXIT_USAGE
+        if args.command == "distill":
+            from .tune._distill_cli import run_distill_command
+            return run_distill_command(args, lambda name: _load_tune_results(name, args))
+        if args.command == "cache":
+            from .tune._cache_cli import run_cache_command
+            return run_cache_command(args)
     except Exception:  # a failure of tritonkit itself
         return _internal_error()
     return EXIT_USAGE

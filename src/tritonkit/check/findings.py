@@ -11,7 +11,6 @@ import json
 import linecache
 import math
 import os
-import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -406,19 +405,8 @@ def write_json(path: str, data: dict) -> None:
     Raises:
         OSError: if the directory cannot be written; an existing file is left as it was.
     """
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tritonkit-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(_finite(data), fh, indent=2, default=_json_default, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from .._io import atomic_write_text
+    atomic_write_text(path, json.dumps(_finite(data), indent=2, default=_json_default, allow_nan=False) + "\n")
 
 
 def _finite(obj):

@@ -1,0 +1,41 @@
+"""``tritonkit.tune``: an autotuner for Triton kernels.
+
+Public API:
+
+* :func:`autotune` — a drop-in for ``triton.autotune`` (parallel compilation, interleaved timing
+  with L2 flushes and NVML clocks, correctness per config, crash journal, persistent cache,
+  search strategies over large spaces).
+* :class:`Space` — value choices per meta-parameter and constraints; points are plain dicts.
+* :class:`Budget`, :class:`Evaluator`, :mod:`tritonkit.tune.strategies` — the search machinery
+  (strategies only see the evaluator).
+* :class:`ReplayRunner` — answers from a recorded landscape (strategies tested without a GPU).
+* :class:`TuneCache`, :class:`KernelId` — the persistent per-config cache.
+* :class:`Trial`, :class:`TuneResult` — plain result objects (``to_dict``/``from_dict``).
+* :func:`distill` — turn tuned winners over many keys into ``@triton.heuristics`` code.
+
+Heavy modules (torch, triton, optuna, scikit-learn) are imported only when used.
+"""
+from ._evaluator import Budget, BudgetExhausted, Evaluator
+from ._result import STATUSES, Trial, TuneResult
+from ._space import Space, parse_point_key, point_from_triton_str, point_key
+
+__all__ = ["autotune", "Space", "Budget", "BudgetExhausted", "Evaluator", "Trial", "TuneResult", "STATUSES",
+           "point_key", "parse_point_key", "point_from_triton_str", "ReplayRunner", "TuneCache", "KernelId",
+           "TimingOptions", "distill", "DeviceLimits"]
+
+_LAZY = {
+    "autotune": "._autotuner",
+    "ReplayRunner": "._replay",
+    "TuneCache": "._cache",
+    "KernelId": "._cache",
+    "TimingOptions": "._bench",
+    "distill": "._distill",
+    "DeviceLimits": "._prune",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'tritonkit.tune' has no attribute {name!r}")
