@@ -256,7 +256,7 @@ def part_space384(tmp: str, shape: List[int], seeds: int, log) -> Dict:
     for r in runs:
         r["vs_exhaustive"] = timed["ms"][r["winner_key"]] / best
     hits = sum(1 for r in runs if r["vs_exhaustive"] <= 1.02)
-    log(f"space384: {hits}/{seeds} seeds within 2% of the exhaustive best; walls "
+    log(f"space384 {shape}: {hits}/{seeds} seeds within 2% of the exhaustive best; walls "
         f"{[round(r['wall_s'], 1) for r in runs]}")
     ex_res = ex.pop("result", None)
     return {"shape": shape, "exhaustive": ex, "landscape_ms": landscape, "runs": runs, "timed": timed,
@@ -308,6 +308,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--out", required=False, default=".", help="directory for the JSON results")
     p.add_argument("--parts", default="cold12,repeat5,space384,overhead,distill")
     p.add_argument("--quick", action="store_true", help="small shapes and 2 seeds (a smoke test)")
+    p.add_argument("--space-shape", default="4096,4096,4096", help="M,N,K of the space384 part (default 4096^3)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -327,7 +328,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     results = {"machine": machine()}
     log(json.dumps(results["machine"]))
     big = [2048, 2048, 2048] if args.quick else [8192, 8192, 8192]
-    mid = [1024, 1024, 1024] if args.quick else [4096, 4096, 4096]
+    mid = [1024, 1024, 1024] if args.quick else [int(x) for x in args.space_shape.split(",")]
     for part in parts:
         t0 = time.perf_counter()
         if part == "cold12":
@@ -342,7 +343,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         elif part == "distill":
             results[part] = part_distill(tmp, log, args.quick)
         log(f"[{part}: {time.perf_counter() - t0:.1f} s]")
-        with open(os.path.join(args.out, "tune_gpu.json"), "w") as fh:
+        with open(os.path.join(args.out, f"tune_gpu_{'_'.join(parts)}.json"), "w") as fh:
             json.dump(results, fh, indent=1)
     return 0
 

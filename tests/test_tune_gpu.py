@@ -128,3 +128,20 @@ def test_tune_cli_survives_an_illegal_memory_access(tmp_path):
     assert status[10512] == "crashed" and status[256] == "ok" and status[1024] == "ok", (r["trials"], proc.stdout,
                                                                                           proc.stderr[-3000:])
     assert data["restarts"] >= 1
+
+
+def test_cached_launches_reuse_the_tuned_kernel():
+    configs = [triton.Config({"BLOCK": b, "SKIP_TAIL": False}, num_warps=w) for b in (256, 1024) for w in (4, 8)]
+    tuned = tritonkit.autotune(configs=configs, key=["n"], cache=False)(scale_kernel)
+    n = 1 << 16
+    x = torch.randn(n, device="cuda")
+    o = torch.zeros(n, device="cuda")
+    tuned[grid(n)](x, o, n)  # tunes, then launches
+    tuned[grid(n)](x, o, n)  # the fast path (options at their defaults left out: one in-memory entry more)
+    kernels = scale_kernel.device_caches[torch.cuda.current_device()][0]
+    before = len(kernels)
+    for _ in range(3):
+        tuned[grid(n)](x, o, n)
+    torch.cuda.synchronize()
+    assert len(kernels) == before
+    torch.testing.assert_close(o, x * 2)

@@ -120,12 +120,14 @@ class LaunchRunner:
         journal: ``(begin(point), end(point))`` called around each config's first run, so a
             process that dies is traced to the config (the cache's crash journal).
         limits: device limits for compiled-kernel checks (None: read from the device).
+        cuda: whether the kernel runs on the GPU (None: a GPU is there and ``TRITON_INTERPRET``
+            is not 1); False runs it in Triton's CPU interpreter with host-clock timing.
     """
 
     def __init__(self, fn, args: Sequence[Any], kwargs: Dict[str, Any], arg_names: Sequence[str],
                  configs: Dict[str, Any], pre_hook: Optional[Callable] = None, post_hook: Optional[Callable] = None,
                  reference: Optional[Callable] = None, check: bool = True, timing: Optional[TimingOptions] = None,
-                 do_bench: Optional[Callable] = None, journal=None, limits=None):
+                 do_bench: Optional[Callable] = None, journal=None, limits=None, cuda: Optional[bool] = None):
         import torch
         self.torch = torch
         self.fn = fn
@@ -144,7 +146,8 @@ class LaunchRunner:
         self.stats = RunnerStats()
         #: False where kernels run in Triton's CPU interpreter (``TRITONKIT_TUNE_ON_CPU=1``):
         #: no parallel compile, host-clock timing, no context to break.
-        self.cuda = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+        self.cuda = (torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1") if cuda is None \
+            else cuda
         if not self.cuda and timing is None:
             self.timing = TimingOptions(warmup_ms=0.0, target_ms=0.0, min_samples=3, max_samples=3, retime_top=0)
         self.clocks = Clocks.shared(torch.cuda.current_device() if torch.cuda.is_available() else 0)
