@@ -56,7 +56,6 @@ def _make_class():
                 warnings.simplefilter("ignore", DeprecationWarning)
                 super().__init__(fn, arg_names, list(configs or []) or None, key, reset_to_zero, restore_value, **kw)
             self.space = space
-            self.user_configs = bool(configs)
             self.strategy = strategy if strategy is not None else DEFAULTS.get("strategy")
             self.budget = budget if budget is not None else DEFAULTS.get("budget")
             self.reference = reference
@@ -203,7 +202,7 @@ def _make_class():
             elem = max((t.element_size() for t in tensors), default=None)
             keep, pruned = prune(list(points.values()), limits, elem)
             result = TuneResult(self._kernel_name, key_s, flops=None, bytes=None)
-            result.trials += [Trial(p, "pruned", error=why, source="gpu") for p, why in pruned]
+            result.trials += [Trial(p, "pruned", error=why, source="gpu" if on_gpu else "cpu") for p, why in pruned]
             if not keep:
                 raise RuntimeError(f"{self._kernel_name}: every config was pruned before compiling: "
                                    + "; ".join(f"{point_key(p)}: {w}" for p, w in pruned[:5]))
