@@ -66,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     from .tune._cache_cli import add_cache_parser
     from .tune._cli import add_tune_parser
     from .tune._distill_cli import add_distill_parser
+    from .profile._cli import add_profile_parser
     add_tune_parser(sub)
+    add_profile_parser(sub)
     add_cache_parser(sub)
     d = add_distill_parser(sub)
     d.add_argument("--from", dest="from_file", metavar="FILE.json",
@@ -273,12 +275,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.command == "check":
             return _cmd_check(args)
-        if args.command == "tune":
-            from .tune._cli import run_tune_command
+        if args.command in ("tune", "profile"):
+            if args.command == "tune":
+                from .tune._cli import run_tune_command as run
+            else:
+                from .profile._cli import run_profile_command as run
             try:
-                return run_tune_command(args, _resolve_target)
+                return run(args, _resolve_target)
             except _Usage as e:
-                print(f"tritonkit tune: error: {e}", file=sys.stderr)
+                print(f"tritonkit {args.command}: error: {e}", file=sys.stderr)
                 return EXIT_USAGE
         if args.command == "distill":
             from .tune._distill_cli import run_distill_command

@@ -198,27 +198,10 @@ def _write_json(path: str, data) -> None:
 
 def child_main(argv: Optional[List[str]] = None) -> int:
     """The process ``tritonkit tune`` runs: patch ``triton.autotune``, run the script, report."""
-    import runpy
+    from .._target import run_target
     argv = list(sys.argv[1:] if argv is None else argv)
-    kind, what, rest = argv[0], argv[1], argv[2:]
     install_patch()
-    old_argv = sys.argv
-    sys.argv = [what, *rest]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(what)) if kind == "script" else os.getcwd())
-    try:
-        if kind == "script":
-            runpy.run_path(what, run_name="__main__")
-        else:
-            runpy.run_module(what, run_name="__main__", alter_sys=True)
-    except SystemExit as e:
-        return 0 if e.code in (None, 0) else EXIT_SCRIPT_FAILED
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        return EXIT_SCRIPT_FAILED
-    finally:
-        sys.argv = old_argv
-    return EXIT_OK
+    return run_target(argv[0], argv[1], argv[2:])
 
 
 def install_patch() -> None:

@@ -1,0 +1,17 @@
+"""``tritonkit.profile``: where the GPU time goes and how far each kernel is from the hardware's limit.
+
+Public API (plain data in, plain data out; rendering lives in :mod:`tritonkit.report.profile`):
+
+* :func:`read_proton` / :func:`parse_proton` — Proton's tree files without llnl-hatchet
+  (:class:`ProtonProfile`, :class:`KernelStats`, :class:`ScopeNode`).
+* :class:`DevicePeaks`, :func:`identify`, :func:`peaks_by_name`, :func:`peaks_from_attributes`,
+  :func:`current_peaks` — datasheet peaks per device and dtype, or from driver attributes.
+* :func:`analyze`, :class:`KernelReport`, :class:`Ceiling` — roofline figures and the bound.
+"""
+from ._devices import DevicePeaks, current_peaks, identify, peaks_by_name, peaks_from_attributes
+from ._proton import KernelStats, ProtonProfile, ScopeNode, parse_proton, read_proton
+from ._roofline import Ceiling, KernelReport, analyze, analyze_kernel, classify
+
+__all__ = ["DevicePeaks", "current_peaks", "identify", "peaks_by_name", "peaks_from_attributes", "KernelStats",
+           "ProtonProfile", "ScopeNode", "parse_proton", "read_proton", "Ceiling", "KernelReport", "analyze",
+           "analyze_kernel", "classify"]

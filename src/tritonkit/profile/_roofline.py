@@ -1,0 +1,162 @@
+"""Roofline arithmetic: achieved throughput, % of the device's peak (and of a measured ceiling),
+arithmetic intensity, and what bounds each kernel.
+
+All figures are per launch: bytes and FLOPs summed over a kernel's launches divided by their
+summed GPU time. Units: GB/s = 1e9 bytes/s, TFLOP/s = 1e12 FLOP/s, times in microseconds.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional
+
+from ._devices import DevicePeaks
+from ._proton import KernelStats
+
+#: FLOP width in bits -> the dtype whose peak applies (16-bit: bf16 and fp16 share a peak).
+WIDTH_DTYPE = {8: "fp8", 16: "bf16", 32: "fp32", 64: "fp64"}
+
+#: a kernel reaching less than this share of both roofs is "latency" bound (stalls, small grids).
+LATENCY_SHARE = 0.3
+
+
+@dataclass
+class Ceiling:
+    """What a device was measured to reach (``tritonkit calibrate``), next to its datasheet peaks.
+
+    Attributes:
+        bandwidth_gbps: a large device-to-device copy's GB/s (None: not measured).
+        tflops: dtype -> a large matmul's TFLOP/s.
+        source: how and when it was measured.
+    """
+
+    bandwidth_gbps: Optional[float] = None
+    tflops: Dict[str, float] = field(default_factory=dict)
+    source: str = ""
+
+
+@dataclass
+class KernelReport:
+    """One kernel (in one scope) with its roofline figures. Plain data; ``to_dict`` for JSON.
+
+    Attributes:
+        name / scope / launches: from the profile.
+        total_ms: GPU time over all launches, ms; mean_us: per launch, us.
+        host_us: host time per launch (the Python and driver work of one launch), us; None
+            where not measured.
+        bytes / flops: per launch (None where unknown); flops_dtype: the dtype whose peak applies.
+        work_source: where bytes and FLOPs come from (``launch_metadata``, ``scope``, ``ncu``,
+            ``interpreter``) or None.
+        gbps / tflops: achieved, per launch.
+        intensity: FLOPs per byte (None unless both are known).
+        pct_peak_bw / pct_peak_flops: % of the datasheet peaks; pct_ceiling_bw /
+            pct_ceiling_flops: % of the measured ceiling (None where not calibrated).
+        bound: ``memory``, ``compute``, ``latency``, ``host`` or ``unknown``; bound_reason says why.
+        resources: registers, spills, shared memory (bytes), num_warps, num_stages, occupancy
+            (warps per SM as a share of the maximum) where the compiled kernel is known.
+    """
+
+    name: str
+    scope: List[str]
+    launches: int
+    total_ms: float
+    mean_us: float
+    host_us: Optional[float] = None
+    bytes: Optional[float] = None
+    flops: Optional[float] = None
+    flops_dtype: Optional[str] = None
+    work_source: Optional[str] = None
+    gbps: Optional[float] = None
+    tflops: Optional[float] = None
+    intensity: Optional[float] = None
+    pct_peak_bw: Optional[float] = None
+    pct_peak_flops: Optional[float] = None
+    pct_ceiling_bw: Optional[float] = None
+    pct_ceiling_flops: Optional[float] = None
+    bound: str = "unknown"
+    bound_reason: str = ""
+    resources: Dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _pct(x: Optional[float], peak: Optional[float]) -> Optional[float]:
+    return None if x is None or not peak else 100.0 * x / peak
+
+
+def analyze_kernel(k: KernelStats, peaks: DevicePeaks, ceiling: Optional[Ceiling] = None,
+                   host_us: Optional[float] = None) -> KernelReport:
+    """The roofline figures of one kernel (see :class:`KernelReport`).
+
+    The FLOP dtype is the widest-used width's (``flops16`` -> bf16/fp16 peak). 32-bit FLOPs are
+    compared with the plain FP32 peak unless they exceed it, which only tf32 tensor cores can do;
+    then with the TF32 peak.
+    """
+    launches = max(k.launches, 1)
+    secs = k.time_ns / 1e9
+    r = KernelReport(k.name, list(k.scope), k.launches, k.time_ns / 1e6, k.mean_us, host_us,
+                     work_source=k.work_source)
+    if k.bytes:
+        r.bytes = k.bytes / launches
+        r.gbps = k.bytes / secs / 1e9 if secs else None
+    if k.flops:
+        width = max(k.flops, key=lambda w: k.flops[w])
+        total = sum(k.flops.values())
+        r.flops = total / launches
+        r.tflops = total / secs / 1e12 if secs else None
+        dtype = WIDTH_DTYPE.get(width, "fp32")
+        if dtype == "fp32" and r.tflops and peaks.peak_tflops("fp32") and r.tflops > peaks.peak_tflops("fp32"):
+            dtype = "tf32"
+        r.flops_dtype = dtype
+    if r.bytes and r.flops:
+        r.intensity = r.flops / r.bytes
+    r.pct_peak_bw = _pct(r.gbps, peaks.bandwidth_gbps)
+    r.pct_peak_flops = _pct(r.tflops, peaks.peak_tflops(r.flops_dtype) if r.flops_dtype else None)
+    if ceiling is not None:
+        r.pct_ceiling_bw = _pct(r.gbps, ceiling.bandwidth_gbps)
+        r.pct_ceiling_flops = _pct(r.tflops, ceiling.tflops.get(r.flops_dtype) if r.flops_dtype else None)
+    r.bound, r.bound_reason = classify(r, peaks)
+    return r
+
+
+def classify(r: KernelReport, peaks: DevicePeaks):
+    """(bound, reason) for a kernel report.
+
+    * ``host``: the host spends longer launching it than the GPU spends running it, so
+      back-to-back launches leave the GPU idle;
+    * ``memory`` / ``compute``: the roof the kernel is closer to, as a share of each peak (with both
+      bytes and FLOPs, the arithmetic intensity against the ridge point says the same);
+    * ``latency``: below ``LATENCY_SHARE`` of both roofs: neither bandwidth nor compute is
+      the limit (too few programs in flight, dependent loads, synchronization);
+    * ``unknown``: no bytes or FLOPs (give the kernel a ``launch_metadata``, or use ``--counters``).
+    """
+    if r.host_us is not None and r.host_us > r.mean_us:
+        return "host", f"{r.host_us:.1f} us of host time per launch > {r.mean_us:.1f} us on the GPU"
+    mem = (r.pct_peak_bw or 0.0) / 100.0 if r.gbps is not None else None
+    comp = (r.pct_peak_flops or 0.0) / 100.0 if r.tflops is not None and r.pct_peak_flops is not None else None
+    if mem is None and comp is None:
+        return "unknown", "no bytes or FLOPs known (give the kernel launch_metadata, or profile with --counters)"
+    best = max(x for x in (mem, comp) if x is not None)
+    if best < LATENCY_SHARE:
+        return "latency", (f"{best * 100:.0f}% of the nearer roof (< {LATENCY_SHARE * 100:.0f}%): "
+                           f"neither bandwidth nor compute is the limit")
+    if comp is None or (mem is not None and mem >= comp):
+        ridge = peaks.ridge(r.flops_dtype) if r.flops_dtype else None
+        extra = f"; intensity {r.intensity:.1f} < ridge {ridge:.0f} FLOP/B" if (r.intensity and ridge) else ""
+        return "memory", f"{mem * 100:.0f}% of peak bandwidth{extra}"
+    ridge = peaks.ridge(r.flops_dtype) if r.flops_dtype else None
+    extra = f"; intensity {r.intensity:.0f} >= ridge {ridge:.0f} FLOP/B" if (r.intensity and ridge and
+                                                                              r.intensity >= ridge) else ""
+    return "compute", f"{comp * 100:.0f}% of peak {r.flops_dtype} compute{extra}"
+
+
+def analyze(kernels: List[KernelStats], peaks: DevicePeaks, ceiling: Optional[Ceiling] = None,
+            host_us: Optional[Dict[str, float]] = None) -> List[KernelReport]:
+    """:func:`analyze_kernel` for every kernel, slowest (total GPU time) first.
+
+    Args:
+        host_us: kernel name -> host microseconds per launch, where measured.
+    """
+    host_us = host_us or {}
+    out = [analyze_kernel(k, peaks, ceiling, host_us.get(k.name)) for k in kernels]
+    return sorted(out, key=lambda r: -r.total_ms)
