@@ -10,7 +10,7 @@ from rich.console import Console
 from tritonkit.cli import main
 from tritonkit.profile import (Ceiling, DevicePeaks, KernelStats, analyze, analyze_kernel, identify, parse_proton,
                                peaks_by_name, peaks_from_attributes, read_proton)
-from tritonkit.profile._cli import _host_by_report
+from tritonkit.profile._cli import _by_report
 from tritonkit.report.profile import kernel_table, scope_tree
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "proton")
@@ -99,7 +99,7 @@ def test_classification_rules():
 def test_host_times_map_to_launch_metadata_names():
     ks = [KernelStats("add_kernel n=4096", (), 1, 1.0), KernelStats("softmax_kernel", (), 1, 1.0),
           KernelStats("other", (), 1, 1.0)]
-    got = _host_by_report(ks, {"add_kernel": 7.5, "softmax_kernel": 9.0, "add": 1.0})
+    got = _by_report(ks, {"add_kernel": 7.5, "softmax_kernel": 9.0, "add": 1.0})
     assert got == {"add_kernel n=4096": 7.5, "softmax_kernel": 9.0}
 
 
@@ -147,3 +147,94 @@ def test_json_output(tmp_path):
     assert data["peaks"]["name"] == "NVIDIA H100 SXM5 80GB"
     names = [k["name"] for k in data["kernels"]]
     assert "add_kernel n=16777216" in names and data["tree"]["children"]
+    for suffix in ("_roofline.png", "_roofline.svg", "_time.png", "_time.svg"):
+        assert (tmp_path / ("p" + suffix)).stat().st_size > 1000
+    assert sorted(os.path.basename(c) for c in data["charts"]) == sorted(
+        ["p_roofline.png", "p_roofline.svg", "p_time.png", "p_time.svg"])
+
+
+def test_resources_and_occupancy(prof):
+    from tritonkit.profile._devices import occupancy
+    peaks = identify(prof.device_info())
+    res = {"add_kernel": {"registers": 26, "spills": 0, "shared": 0, "num_warps": 4, "num_stages": 3},
+           "matmul_kernel": {"registers": 255, "spills": 0, "shared": 98304, "num_warps": 8, "num_stages": 3}}
+    reports = {r.name: r for r in analyze(prof.kernels, peaks, resources=_by_report(prof.kernels, res))}
+    assert reports["add_kernel n=16777216"].resources["occupancy"] == 1.0  # 16 blocks of 4 warps = 64 warps
+    mm = reports["matmul_kernel M=4096 N=4096 K=4096"].resources
+    # 255 registers -> 8192 per warp (256-register units) -> one 8-warp block per SM: 8 of 64 warps
+    assert mm["occupancy"] == pytest.approx(8 / 64)
+    assert occupancy(32, 120000, 4, peaks) == pytest.approx(4 / 64)  # shared memory allows one block
+    assert occupancy(32, 0, 0, peaks) is None
+
+
+def test_compare_with_a_fake_bench():
+    from tritonkit.profile import compare
+    from tritonkit.report.profile import comparison_table
+    peaks = peaks_by_name("H100")
+    times = {"a": (2.0, 1.9, 2.1), "b": (1.0, 0.95, 1.05)}
+    fns = {"cuBLAS": lambda: "a", "Triton": lambda: "b"}
+    cmp = compare(fns, flops=2.0 * 8192 ** 3, dtype="bf16", peaks=peaks, bench=lambda fn: times[fn()])
+    cublas, tri = cmp.rows
+    assert cublas.tflops == pytest.approx(2.0 * 8192 ** 3 / 2e-3 / 1e12)
+    assert tri.pct_peak == pytest.approx(100 * tri.tflops / 989.4)
+    assert cublas.speedup == 1.0 and tri.speedup == pytest.approx(2.0)
+    console = Console(width=160, record=True)
+    console.print(comparison_table(cmp))
+    text = console.export_text()
+    assert "cuBLAS" in text and "2.000x" in text and "peak 989.4" in text
+    mem = compare({"copy": lambda: "b"}, bytes=2e9, peaks=peaks, bench=lambda fn: times[fn()])
+    assert mem.rows[0].gbps == pytest.approx(2000.0) and mem.rows[0].pct_peak == pytest.approx(100 * 2000 / 3350)
+    with pytest.raises(ValueError, match="at least one"):
+        compare({}, peaks=peaks)
+
+
+def test_calibration_is_kept_per_device(tmp_path):
+    from tritonkit.profile._calibrate import load, save
+    from tritonkit.report.profile import ceiling_table
+    path = str(tmp_path / "cal" / "calibrate.json")
+    assert load("NVIDIA H100 80GB HBM3", path) is None
+    c = Ceiling(3010.0, {"bf16": 760.0}, "test")
+    save("NVIDIA H100 80GB HBM3", c, path)
+    save("NVIDIA A100-SXM4-80GB", Ceiling(1800.0, {}, "other"), path)
+    got = load("NVIDIA H100 80GB HBM3", path)
+    assert got.bandwidth_gbps == 3010.0 and got.tflops == {"bf16": 760.0}
+    assert load("NVIDIA A100-SXM4-80GB", path).bandwidth_gbps == 1800.0
+    (tmp_path / "cal" / "calibrate.json").write_text("{broken")
+    assert load("NVIDIA H100 80GB HBM3", path) is None  # an unreadable file is no calibration, not a crash
+    console = Console(width=120, record=True)
+    console.print(ceiling_table(c, peaks_by_name("H100")))
+    assert "89.9%" in console.export_text()  # 3010 of 3350 GB/s
+
+
+def test_counters_fill_kernels_without_metadata(prof, monkeypatch, capsys):
+    import argparse
+
+    from tritonkit.profile import _cli, _counters
+    from tritonkit.profile._counters import CounterRecord, CountersUnavailable
+    seen = {}
+
+    def fake_run_ncu(program, kernels, **kw):
+        seen["program"], seen["kernels"] = program, kernels
+        return [CounterRecord(name="add_kernel_plain", launch_id=i, time_ns=62_000.0, dram_bytes=201_326_592.0)
+                for i in range(5)]
+
+    monkeypatch.setattr(_counters, "run_ncu", fake_run_ncu)
+    ns = argparse.Namespace(from_file=None, target=["python", WORKLOAD.replace(".hatchet", ".py")])
+    resolve = lambda target: ("script", "w.py", ["w.py", "--repeat", "5"])  # noqa: E731
+    console = Console(width=200, record=True)
+    kernels = _cli._with_counters(prof.kernels, ns, resolve, console)
+    plain = next(k for k in kernels if k.name == "add_kernel_plain")
+    assert plain.work_source == "ncu" and plain.bytes == pytest.approx(5 * 201_326_592.0)
+    assert seen["program"] == ["w.py", "--repeat", "5"] and "add_kernel_plain" in seen["kernels"]
+    assert "Proton" in console.export_text()  # the time comparison with ncu is printed
+
+    def unavailable(program, kernels, **kw):
+        raise CountersUnavailable("ncu was not found")
+    monkeypatch.setattr(_counters, "run_ncu", unavailable)
+    console = Console(width=200, record=True)
+    assert _cli._with_counters(prof.kernels, ns, resolve, console) == prof.kernels
+    assert "ncu was not found" in console.export_text()
+    ns_from = argparse.Namespace(from_file=WORKLOAD, target=[])
+    console = Console(width=200, record=True)
+    _cli._with_counters(prof.kernels, ns_from, resolve, console)
+    assert "skipped" in console.export_text()

@@ -66,9 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     from .tune._cache_cli import add_cache_parser
     from .tune._cli import add_tune_parser
     from .tune._distill_cli import add_distill_parser
-    from .profile._cli import add_profile_parser
+    from .profile._cli import add_calibrate_parser, add_profile_parser
     add_tune_parser(sub)
     add_profile_parser(sub)
+    add_calibrate_parser(sub)
     add_cache_parser(sub)
     d = add_distill_parser(sub)
     d.add_argument("--from", dest="from_file", metavar="FILE.json",
@@ -285,6 +286,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             except _Usage as e:
                 print(f"tritonkit {args.command}: error: {e}", file=sys.stderr)
                 return EXIT_USAGE
+        if args.command == "calibrate":
+            from .profile._cli import run_calibrate_command
+            return run_calibrate_command(args)
         if args.command == "distill":
             from .tune._distill_cli import run_distill_command
             return run_distill_command(args, lambda name: _load_tune_results(name, args))

@@ -7,11 +7,15 @@ Public API (plain data in, plain data out; rendering lives in :mod:`tritonkit.re
 * :class:`DevicePeaks`, :func:`identify`, :func:`peaks_by_name`, :func:`peaks_from_attributes`,
   :func:`current_peaks` — datasheet peaks per device and dtype, or from driver attributes.
 * :func:`analyze`, :class:`KernelReport`, :class:`Ceiling` — roofline figures and the bound.
+* :func:`compare` — implementations of one operation side by side (ms, TFLOP/s, % of peak, speed-up).
+* ``tritonkit calibrate`` (:mod:`._calibrate`) — measured ceilings kept per device.
 """
 from ._devices import DevicePeaks, current_peaks, identify, peaks_by_name, peaks_from_attributes
 from ._proton import KernelStats, ProtonProfile, ScopeNode, parse_proton, read_proton
 from ._roofline import Ceiling, KernelReport, analyze, analyze_kernel, classify
+from ._compare import CompareRow, Comparison, compare
+from ._devices import occupancy
 
 __all__ = ["DevicePeaks", "current_peaks", "identify", "peaks_by_name", "peaks_from_attributes", "KernelStats",
            "ProtonProfile", "ScopeNode", "parse_proton", "read_proton", "Ceiling", "KernelReport", "analyze",
-           "analyze_kernel", "classify"]
+           "analyze_kernel", "classify", "compare", "Comparison", "CompareRow", "occupancy"]

@@ -12,6 +12,11 @@ from typing import Callable, Dict, List, Optional
 
 EXIT_OK, EXIT_USAGE, EXIT_SCRIPT_FAILED = 0, 2, 3
 
+#: host time per launch is measured on at most this many launches of each kernel ...
+SAMPLES_PER_KERNEL = 50
+#: ... and only among the first this many launches in all; then the timer takes itself out.
+MAX_TIMED = 2000
+
 
 def add_profile_parser(sub) -> None:
     """Add the ``profile`` subcommand to an argparse subparsers object."""
@@ -24,8 +29,13 @@ def add_profile_parser(sub) -> None:
                                    "device's peak, bound) and the time tree by scope. Bytes and FLOPs come from "
                                    "each kernel's launch_metadata, or from a proton.scope's metrics. --from reads "
                                    "a Proton tree file instead (works without a GPU).")
-    p.add_argument("--json", metavar="FILE", help="also write the kernels, the tree and the peaks as JSON")
+    p.add_argument("--json", metavar="FILE", help="also write the kernels, the tree and the peaks as JSON, and the "
+                                                  "roofline and time-breakdown charts next to it (PNG and SVG)")
     p.add_argument("--from", dest="from_file", metavar="FILE.hatchet", help="analyze this Proton tree file")
+    p.add_argument("--counters", action="store_true",
+                   help="also run the script under Nsight Compute (ncu, clocks unlocked) for the kernels without "
+                        "launch_metadata, and take their bytes and FLOPs from its hardware counters; also prints "
+                        "Proton's kernel times against ncu's")
     p.add_argument("--device", metavar="NAME", help="the device's name for its peaks (default: the current "
                                                     "device, or what the profile's attributes identify)")
     p.add_argument("--min-share", type=float, default=0.001, metavar="F",
@@ -50,6 +60,7 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
     if ns.json and not os.path.isdir(os.path.dirname(os.path.abspath(ns.json))):
         return error(f"cannot write --json {ns.json}: no directory {os.path.dirname(os.path.abspath(ns.json))}")
     host: Dict[str, float] = {}
+    resources: Dict[str, Dict[str, float]] = {}
     device_name = ns.device
     status = EXIT_OK
     work = None
@@ -82,6 +93,7 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
             with open(meta_path) as fh:
                 meta = json.load(fh)
             host = meta.get("host_us", {})
+            resources = meta.get("resources", {})
             device_name = device_name or meta.get("device")
         if not os.path.exists(path):
             shutil.rmtree(work, ignore_errors=True)
@@ -95,33 +107,120 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
         if not prof.kernels:
             console.print("tritonkit profile: no GPU kernel ran (the profile has no kernel launches)")
             return status or EXIT_OK
+        if getattr(ns, "counters", False):
+            prof.kernels = _with_counters(prof.kernels, ns, resolve_target, console)
         peaks = identify(prof.device_info(prof.kernels[0].device), device_name)
-        reports = analyze(prof.kernels, peaks, host_us=_host_by_report(prof.kernels, host))
+        from ._calibrate import load
+        ceiling = load(device_name) if device_name else None
+        reports = analyze(prof.kernels, peaks, ceiling, host_us=_by_report(prof.kernels, host),
+                          resources=_by_report(prof.kernels, resources))
         console.print(kernel_table(reports, peaks))
         console.print(scope_tree(prof.tree, ns.min_share))
         if ns.json:
             from .._io import atomic_write_text
-            atomic_write_text(ns.json, json.dumps({"peaks": peaks.to_dict(), "kernels": [r.to_dict() for r in reports],
-                                                   "tree": prof.tree.to_dict(), "source": path}, indent=1) + "\n")
+            from ..report.charts import roofline_chart, save_figure, time_breakdown_chart
+            stem = os.path.splitext(ns.json)[0]
+            charts = save_figure(roofline_chart(reports, peaks, ceiling), stem + "_roofline") + \
+                save_figure(time_breakdown_chart(reports), stem + "_time")
+            atomic_write_text(ns.json, json.dumps({"peaks": peaks.to_dict(), "ceiling": vars(ceiling) if ceiling
+                                                   else None, "kernels": [r.to_dict() for r in reports],
+                                                   "tree": prof.tree.to_dict(), "source": path, "charts": charts},
+                                                  indent=1) + "\n")
+            console.print("charts: " + ", ".join(charts))
         return status
     finally:
         if work:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _host_by_report(kernels, host: Dict[str, float]) -> Dict[str, float]:
-    """Host us per launch by the profile's kernel names: a kernel named by its ``launch_metadata``
-    (``"add_kernel n=4096"``) takes its function's figure (``add_kernel``)."""
+def _with_counters(kernels, ns, resolve_target, console):
+    """Fill bytes and FLOPs of kernels without ``launch_metadata`` from an ncu run of the same
+    script; on any reason ncu cannot (not installed, no permission, no GPU) say so and go on."""
+    from ._counters import (CountersUnavailable, aggregate, apply_counters, kernels_needing_counters, run_ncu,
+                            time_accuracy)
+    if ns.from_file:
+        console.print("[yellow]--counters needs the script to run again under ncu; with --from there is none: "
+                      "skipped[/yellow]")
+        return kernels
+    need = kernels_needing_counters(kernels)
+    if not need:
+        return kernels
+    kind, what, argv = resolve_target(ns.target)
+    program = ([what] if kind == "script" else [sys.executable, "-m", what]) + list(argv[1:])
+    try:
+        records = run_ncu(program, need)
+    except CountersUnavailable as e:
+        console.print(f"[yellow]--counters: {e}[/yellow]")
+        return kernels
+    for name, proton_us, ncu_us, rel in time_accuracy(kernels, records):
+        console.print(f"kernel time {name[:60]}: Proton {proton_us:.1f} us, ncu {ncu_us:.1f} us ({rel * 100:+.1f}%)")
+    return apply_counters(kernels, aggregate(records))
+
+
+def _by_report(kernels, by_function: Dict[str, object]) -> Dict[str, object]:
+    """Figures by Triton function name (host us, resources) re-keyed by the profile's kernel names:
+    a kernel named by its ``launch_metadata`` (``"add_kernel n=4096"``) takes its function's
+    (``add_kernel``)."""
     out = {}
     for k in kernels:
-        if k.name in host:
-            out[k.name] = host[k.name]
+        if k.name in by_function:
+            out[k.name] = by_function[k.name]
             continue
-        for fn, us in host.items():
+        for fn, value in by_function.items():
             if k.name.startswith(fn + " ") or k.name.startswith(fn + "("):
-                out[k.name] = us
+                out[k.name] = value
                 break
     return out
+
+
+def _resources_of(kernel) -> Dict[str, float]:
+    """Registers, spills, shared memory (bytes), num_warps and num_stages of a compiled kernel."""
+    meta = getattr(kernel, "metadata", None)
+    out = {}
+    for key, value in (("registers", getattr(kernel, "n_regs", None)), ("spills", getattr(kernel, "n_spills", None)),
+                       ("shared", getattr(meta, "shared", None)), ("num_warps", getattr(meta, "num_warps", None)),
+                       ("num_stages", getattr(meta, "num_stages", None))):
+        if isinstance(value, (int, float)):
+            out[key] = value
+    return out
+
+
+def add_calibrate_parser(sub) -> None:
+    """Add the ``calibrate`` subcommand."""
+    p = sub.add_parser("calibrate", help="measure this GPU's bandwidth and matmul TFLOP/s (the ceilings "
+                                         "tritonkit profile compares with)",
+                       description="Time a 1 GiB device-to-device copy and torch.matmul at 8192^3 in bf16, fp16, "
+                                   "fp32 and tf32 with triton.testing.do_bench, show them next to the datasheet "
+                                   "peaks, and keep them for tritonkit profile's % of ceiling.")
+    p.add_argument("--json", metavar="FILE", help="also write the measurement as JSON")
+
+
+def run_calibrate_command(ns, console=None) -> int:
+    """Run ``tritonkit calibrate``; returns the exit status (2 without a GPU)."""
+    from rich.console import Console
+
+    from ._calibrate import measure, save
+    from ._devices import current_peaks
+    from ..report.profile import ceiling_table
+    console = console or Console()
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            raise RuntimeError
+    except (ImportError, RuntimeError):
+        print("tritonkit calibrate: error: no CUDA GPU here: calibrate measures the GPU it runs on",
+              file=sys.stderr)
+        return EXIT_USAGE
+    ceiling = measure()
+    peaks = current_peaks()
+    path = save(torch.cuda.get_device_name(), ceiling)
+    console.print(ceiling_table(ceiling, peaks))
+    console.print(f"kept in {path}; tritonkit profile now shows % of these ceilings")
+    if ns.json:
+        from .._io import atomic_write_text
+        atomic_write_text(ns.json, json.dumps({"device": torch.cuda.get_device_name(), "peaks": peaks.to_dict(),
+                                               "ceiling": vars(ceiling)}, indent=1) + "\n")
+    return EXIT_OK
 
 
 def child_main(argv: Optional[List[str]] = None) -> int:
@@ -139,14 +238,29 @@ def child_main(argv: Optional[List[str]] = None) -> int:
     samples: Dict[str, List[float]] = {}
     original = JITFunction.run
 
+    resources: Dict[str, Dict[str, float]] = {}
+
+    timed = [0]
+
     def timed_run(self, *args, **kwargs):
-        if kwargs.get("warmup"):
+        # host time is sampled: at most SAMPLES_PER_KERNEL launches per kernel, and after
+        # MAX_TIMED launches in all the wrapper takes itself out (no cost for long runs)
+        timed[0] += 1
+        if timed[0] >= MAX_TIMED:
+            JITFunction.run = original
+        name = self.fn.__name__
+        seen = samples.get(name)
+        if kwargs.get("warmup") or (seen is not None and len(seen) >= SAMPLES_PER_KERNEL):
             return original(self, *args, **kwargs)
         t0 = time.perf_counter()
+        kernel = None
         try:
-            return original(self, *args, **kwargs)
+            kernel = original(self, *args, **kwargs)
+            return kernel
         finally:
-            samples.setdefault(self.fn.__name__, []).append((time.perf_counter() - t0) * 1e6)
+            samples.setdefault(name, []).append((time.perf_counter() - t0) * 1e6)
+            if kernel is not None and name not in resources:
+                resources[name] = _resources_of(kernel)
 
     JITFunction.run = timed_run
     proton.start(os.path.join(work, "profile"), hook="triton")
@@ -159,6 +273,6 @@ def child_main(argv: Optional[List[str]] = None) -> int:
         # the first launch of a kernel compiles it: the median of the rest is its launch cost
         host = {name: statistics.median(v[1:] if len(v) > 1 else v) for name, v in samples.items()}
         with open(os.path.join(work, "meta.json"), "w") as fh:
-            json.dump({"host_us": host, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
-                      fh)
+            json.dump({"host_us": host, "resources": resources,
+                       "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}, fh)
     return status

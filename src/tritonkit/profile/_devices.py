@@ -36,6 +36,9 @@ class DevicePeaks:
         tflops: dtype -> peak dense TFLOP/s (TOPS for int8); a dtype missing is unknown.
         source: where the figures come from (a datasheet, or ``driver attributes``).
         sms: streaming multiprocessors; sm_clock_mhz: the boost clock the figures assume.
+        max_warps_per_sm / regs_per_sm / shared_per_sm (bytes) / max_blocks_per_sm: per-SM limits
+            for occupancy (CUDA programming guide, "Compute capabilities" table: 64 warps, 64 Ki
+            registers, 228 KiB shared memory on sm_90; 164 KiB on sm_80; 48 warps, 100 KiB on sm_89).
     """
 
     name: str
@@ -44,6 +47,10 @@ class DevicePeaks:
     source: str = ""
     sms: Optional[int] = None
     sm_clock_mhz: Optional[float] = None
+    max_warps_per_sm: int = 64
+    regs_per_sm: int = 65536
+    shared_per_sm: int = 233472
+    max_blocks_per_sm: int = 32
 
     def peak_tflops(self, dtype: str) -> Optional[float]:
         """The peak for ``dtype`` (see :data:`DTYPES`), or None where unknown."""
@@ -70,11 +77,13 @@ TABLE = [
                                 1755.0)),
     (r"H100", DevicePeaks("NVIDIA H100 SXM5 80GB", 3350.0, _H100_SXM, "NVIDIA H100 datasheet (2023)", 132, 1980.0)),
     (r"A100.*PCIe", DevicePeaks("NVIDIA A100 PCIe 80GB", 1935.0, _A100, "NVIDIA A100 datasheet (2021)", 108,
-                                1410.0)),
+                                1410.0, shared_per_sm=167936)),
     (r"A100.*40GB", DevicePeaks("NVIDIA A100 SXM4 40GB", 1555.0, _A100, "NVIDIA A100 datasheet (2021)", 108,
-                                1410.0)),
-    (r"A100", DevicePeaks("NVIDIA A100 SXM4 80GB", 2039.0, _A100, "NVIDIA A100 datasheet (2021)", 108, 1410.0)),
-    (r"L40S", DevicePeaks("NVIDIA L40S", 864.0, _L40S, "NVIDIA L40S datasheet (2023)", 142, 2520.0)),
+                                1410.0, shared_per_sm=167936)),
+    (r"A100", DevicePeaks("NVIDIA A100 SXM4 80GB", 2039.0, _A100, "NVIDIA A100 datasheet (2021)", 108, 1410.0,
+                          shared_per_sm=167936)),
+    (r"L40S", DevicePeaks("NVIDIA L40S", 864.0, _L40S, "NVIDIA L40S datasheet (2023)", 142, 2520.0,
+                          max_warps_per_sm=48, shared_per_sm=102400, max_blocks_per_sm=24)),
 ]
 
 
@@ -109,8 +118,10 @@ def peaks_from_attributes(info: Mapping, name: str = "unknown device") -> Device
     bandwidth = 2 * mem_khz * 1e3 * bus / 8 / 1e9
     lanes = 64 if arch == 80 else 128
     fp32 = sms * lanes * 2 * sm_khz * 1e3 / 1e12
+    limits = {"shared_per_sm": 167936} if arch == 80 else \
+        ({"max_warps_per_sm": 48, "shared_per_sm": 102400, "max_blocks_per_sm": 24} if arch in (86, 89) else {})
     return DevicePeaks(name, bandwidth, {"fp32": fp32}, "driver attributes (FP32 lanes x SMs x clock; "
-                       "2 x memory clock x bus width)", sms, sm_khz / 1e3)
+                       "2 x memory clock x bus width)", sms, sm_khz / 1e3, **limits)
 
 
 def identify(info: Mapping, name: Optional[str] = None) -> DevicePeaks:
@@ -152,3 +163,21 @@ def current_peaks() -> DevicePeaks:
             "clock_rate": props.get("sm_clock_rate"), "memory_clock_rate": props.get("mem_clock_rate"),
             "bus_width": props.get("mem_bus_width")}
     return peaks_from_attributes(info, name)
+
+
+def occupancy(n_regs: int, shared_bytes: int, num_warps: int, peaks: DevicePeaks) -> Optional[float]:
+    """Theoretical occupancy: resident warps per SM over the maximum, from a kernel's registers
+    per thread, shared memory per block (bytes) and warps per block (the CUDA occupancy
+    calculator's rules: registers allocated per warp in units of 256, a block fits only whole).
+
+    Returns:
+        a share in [0, 1], or None where ``num_warps`` is not positive.
+    """
+    if num_warps <= 0:
+        return None
+    regs_per_warp = -(-max(n_regs, 1) * 32 // 256) * 256
+    by_regs = peaks.regs_per_sm // (regs_per_warp * num_warps)
+    by_shared = peaks.shared_per_sm // shared_bytes if shared_bytes else peaks.max_blocks_per_sm
+    by_warps = peaks.max_warps_per_sm // num_warps
+    blocks = max(0, min(by_regs, by_shared, by_warps, peaks.max_blocks_per_sm))
+    return blocks * num_warps / peaks.max_warps_per_sm

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from ._devices import DevicePeaks
+from ._devices import DevicePeaks, occupancy
 from ._proton import KernelStats
 
 #: FLOP width in bits -> the dtype whose peak applies (16-bit: bf16 and fp16 share a peak).
@@ -151,12 +151,24 @@ def classify(r: KernelReport, peaks: DevicePeaks):
 
 
 def analyze(kernels: List[KernelStats], peaks: DevicePeaks, ceiling: Optional[Ceiling] = None,
-            host_us: Optional[Dict[str, float]] = None) -> List[KernelReport]:
+            host_us: Optional[Dict[str, float]] = None,
+            resources: Optional[Dict[str, Dict[str, float]]] = None) -> List[KernelReport]:
     """:func:`analyze_kernel` for every kernel, slowest (total GPU time) first.
 
     Args:
         host_us: kernel name -> host microseconds per launch, where measured.
+        resources: kernel name -> the compiled kernel's ``registers``, ``spills``, ``shared``
+            (bytes), ``num_warps``, ``num_stages``; the theoretical occupancy is added from them.
     """
-    host_us = host_us or {}
-    out = [analyze_kernel(k, peaks, ceiling, host_us.get(k.name)) for k in kernels]
+    host_us, resources = host_us or {}, resources or {}
+    out = []
+    for k in kernels:
+        r = analyze_kernel(k, peaks, ceiling, host_us.get(k.name))
+        res = dict(resources.get(k.name) or {})
+        if "num_warps" in res:
+            occ = occupancy(int(res.get("registers", 0)), int(res.get("shared", 0)), int(res["num_warps"]), peaks)
+            if occ is not None:
+                res["occupancy"] = occ
+        r.resources = res
+        out.append(r)
     return sorted(out, key=lambda r: -r.total_ms)

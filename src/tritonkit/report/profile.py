@@ -23,7 +23,7 @@ def kernel_table(reports: List, peaks, title: str = "tritonkit profile: GPU kern
     for col, just in (("kernel", "left"), ("scope", "left"), ("launches", "right"), ("total ms", "right"),
                       ("mean us", "right"), ("host us", "right"), ("GB/s", "right"), ("TFLOP/s", "right"),
                       ("% peak", "right"), ("bound", "left"), ("regs/spills/smem", "right"),
-                      ("warps/stages", "right"), ("work from", "left")):
+                      ("warps/stages", "right"), ("occupancy", "right"), ("work from", "left")):
         t.add_column(col, justify=just, overflow="fold")
     for r in reports:
         if r.bound == "compute":
@@ -38,7 +38,8 @@ def kernel_table(reports: List, peaks, title: str = "tritonkit profile: GPU kern
         style = {"memory": "cyan", "compute": "green", "latency": "yellow", "host": "red"}.get(r.bound, "dim")
         t.add_row(_short(r.name), "/".join(r.scope) or "-", str(r.launches), f"{r.total_ms:.3f}", f"{r.mean_us:.1f}",
                   _f(r.host_us, ".1f"), _f(r.gbps, ".0f"), _f(r.tflops, ".1f"), pct_s,
-                  f"[{style}]{r.bound}[/{style}]", rs, ws, r.work_source or "-")
+                  f"[{style}]{r.bound}[/{style}]", rs, ws,
+                  f"{res['occupancy'] * 100:.0f}%" if "occupancy" in res else "-", r.work_source or "-")
     return t
 
 
@@ -60,3 +61,29 @@ def scope_tree(root, min_share: float = 0.0) -> Tree:
 
     add(tree, root)
     return tree
+
+
+def comparison_table(cmp) -> Table:
+    """A rich Table of a :class:`~tritonkit.profile.Comparison`: ms, TFLOP/s, GB/s, % of peak, speed-up."""
+    peak = cmp.peaks.peak_tflops(cmp.dtype) if (cmp.peaks and cmp.flops) else None
+    t = Table(title="side by side" + (f" ({cmp.dtype}, peak {peak:g} TFLOP/s on {cmp.peaks.name})" if peak else ""))
+    for col in ("implementation", "ms (p20-p80)", "TFLOP/s", "GB/s", "% of peak", "speed-up"):
+        t.add_column(col, justify="left" if col == "implementation" else "right")
+    for r in cmp.rows:
+        t.add_row(r.name, f"{r.ms:.4f} ({r.ms_p20:.4f}-{r.ms_p80:.4f})", _f(r.tflops, ".1f"), _f(r.gbps, ".0f"),
+                  "-" if r.pct_peak is None else f"{r.pct_peak:.1f}%", f"{r.speedup:.3f}x")
+    return t
+
+
+def ceiling_table(ceiling, peaks) -> Table:
+    """A rich Table of a measured :class:`~tritonkit.profile.Ceiling` next to the datasheet peaks."""
+    t = Table(title=f"measured ceiling vs datasheet: {peaks.name}", caption=ceiling.source)
+    for col in ("what", "measured", "datasheet", "% of datasheet"):
+        t.add_column(col, justify="left" if col == "what" else "right")
+    if ceiling.bandwidth_gbps:
+        t.add_row("bandwidth, GB/s", f"{ceiling.bandwidth_gbps:.0f}", f"{peaks.bandwidth_gbps:.0f}",
+                  f"{100 * ceiling.bandwidth_gbps / peaks.bandwidth_gbps:.1f}%")
+    for dtype, v in ceiling.tflops.items():
+        p = peaks.peak_tflops(dtype)
+        t.add_row(f"{dtype} matmul, TFLOP/s", f"{v:.1f}", _f(p, "g"), "-" if not p else f"{100 * v / p:.1f}%")
+    return t
