@@ -93,6 +93,10 @@ def test_classification_rules():
     assert analyze_kernel(small, peaks).bound == "latency"
     hosty = analyze_kernel(small, peaks, host_us=20.0)
     assert hosty.bound == "host" and "20.0 us of host time" in hosty.bound_reason
+    # near a roof, a slow launch does not make it host bound (the GPU is busy with the work)
+    busy = KernelStats("busy", (), 10, 10 * 5e3, bytes=10 * 4e6)  # 800 GB/s = 80% of 1000
+    assert analyze_kernel(busy, peaks, host_us=20.0).bound == "memory"
+    assert analyze_kernel(KernelStats("x", (), 1, 1e3), peaks, host_us=5.0).bound == "host"
     assert analyze_kernel(KernelStats("x", (), 1, 1e3), peaks).bound == "unknown"
 
 

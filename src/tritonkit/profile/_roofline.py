@@ -122,21 +122,24 @@ def analyze_kernel(k: KernelStats, peaks: DevicePeaks, ceiling: Optional[Ceiling
 def classify(r: KernelReport, peaks: DevicePeaks):
     """(bound, reason) for a kernel report.
 
-    * ``host``: the host spends longer launching it than the GPU spends running it, so
-      back-to-back launches leave the GPU idle;
     * ``memory`` / ``compute``: the roof the kernel is closer to, as a share of each peak (with both
-      bytes and FLOPs, the arithmetic intensity against the ridge point says the same);
+      bytes and FLOPs, the arithmetic intensity against the ridge point says the same), when it
+      reaches at least ``LATENCY_SHARE`` of it: the GPU is busy doing that work;
+    * ``host``: near no roof (or its work unknown), and the host spends longer launching it than
+      the GPU spends running it, so back-to-back launches leave the GPU idle;
     * ``latency``: below ``LATENCY_SHARE`` of both roofs: neither bandwidth nor compute is
       the limit (too few programs in flight, dependent loads, synchronization);
     * ``unknown``: no bytes or FLOPs (give the kernel a ``launch_metadata``, or use ``--counters``).
     """
-    if r.host_us is not None and r.host_us > r.mean_us:
-        return "host", f"{r.host_us:.1f} us of host time per launch > {r.mean_us:.1f} us on the GPU"
     mem = (r.pct_peak_bw or 0.0) / 100.0 if r.gbps is not None else None
     comp = (r.pct_peak_flops or 0.0) / 100.0 if r.tflops is not None and r.pct_peak_flops is not None else None
-    if mem is None and comp is None:
+    best = max((x for x in (mem, comp) if x is not None), default=None)
+    host = r.host_us is not None and r.host_us > r.mean_us
+    if host and (best is None or best < LATENCY_SHARE):
+        return "host", (f"{r.host_us:.1f} us of host time per launch > {r.mean_us:.1f} us on the GPU, and the kernel "
+                        f"is near no roof: back-to-back launches leave the GPU idle")
+    if best is None:
         return "unknown", "no bytes or FLOPs known (give the kernel launch_metadata, or profile with --counters)"
-    best = max(x for x in (mem, comp) if x is not None)
     if best < LATENCY_SHARE:
         return "latency", (f"{best * 100:.0f}% of the nearer roof (< {LATENCY_SHARE * 100:.0f}%): "
                            f"neither bandwidth nor compute is the limit")
