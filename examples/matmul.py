@@ -50,6 +50,11 @@ CONFIGS = [
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_SIZE_M": 8}, num_warps=4, num_stages=3),
     triton.Config({"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_SIZE_M": 4}, num_warps=4, num_stages=4),
 ]
+if torch.cuda.is_available():  # on a GPU, also the large tiles of Triton's matmul tutorial
+    CONFIGS += [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": 8}, num_warps=w, num_stages=s)
+        for bm, bn, bk, s, w in ((128, 256, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4),
+                                 (64, 128, 32, 4, 4), (256, 128, 64, 3, 8), (128, 128, 64, 3, 8))]
 
 
 

@@ -211,6 +211,7 @@ def test_command_line_unlocks_clocks_and_escapes_names():
                       launch_count=20, output_csv="/tmp/out.csv")
     assert cmd[0] == "ncu"
     assert cmd[cmd.index("--clock-control") + 1] == "none"
+    assert cmd[cmd.index("--cache-control") + 1] == "none"  # caches as the program left them, as Proton sees
     assert "--csv" in cmd and cmd[cmd.index("--print-units") + 1] == "base"
     # named by symbol, as Proton names kernels (a Triton kernel's symbol is its function name)
     assert cmd[cmd.index("--print-kernel-base") + 1] == "mangled" and cmd[cmd.index("--kernel-name-base") + 1] == "mangled"

@@ -36,6 +36,10 @@ def add_profile_parser(sub) -> None:
                    help="also run the script under Nsight Compute (ncu, clocks unlocked) for the kernels without "
                         "launch_metadata, and take their bytes and FLOPs from its hardware counters; also prints "
                         "Proton's kernel times against ncu's")
+    p.add_argument("--tuned", action="store_true",
+                   help="let tritonkit's autotuner stand in for @triton.autotune in the script (as `tritonkit tune` "
+                        "does): keys tuned before come from the tuning cache with no trial, so the profile shows "
+                        "the tuned kernels, not the tuning")
     p.add_argument("--device", metavar="NAME", help="the device's name for its peaks (default: the current "
                                                     "device, or what the profile's attributes identify)")
     p.add_argument("--min-share", type=float, default=0.001, metavar="F",
@@ -84,7 +88,8 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
                          "analyzes a profile recorded elsewhere. (--counters through Nsight Compute needs a GPU too.)")
         work = tempfile.mkdtemp(prefix="tritonkit-profile-")
         path = os.path.join(work, "profile.hatchet")
-        proc = subprocess.run([sys.executable, "-m", "tritonkit.profile._child", work, kind, what, *argv[1:]])
+        env = dict(os.environ, TRITONKIT_PROFILE_TUNED="1") if getattr(ns, "tuned", False) else None
+        proc = subprocess.run([sys.executable, "-m", "tritonkit.profile._child", work, kind, what, *argv[1:]], env=env)
         if proc.returncode != 0:
             status = EXIT_SCRIPT_FAILED
             console.print(f"[red]tritonkit profile: the script exited with status {proc.returncode}[/red]")
@@ -262,6 +267,9 @@ def child_main(argv: Optional[List[str]] = None) -> int:
             if kernel is not None and name not in resources:
                 resources[name] = _resources_of(kernel)
 
+    if os.environ.get("TRITONKIT_PROFILE_TUNED"):
+        from ..tune import install_patch
+        install_patch()
     JITFunction.run = timed_run
     proton.start(os.path.join(work, "profile"), hook="triton")
     try:
@@ -271,7 +279,7 @@ def child_main(argv: Optional[List[str]] = None) -> int:
         JITFunction.run = original
         import torch
         # the first launch of a kernel compiles it: the median of the rest is its launch cost
-        host = {name: statistics.median(v[1:] if len(v) > 1 else v) for name, v in samples.items()}
+        host = {name: statistics.median(v[1:]) for name, v in samples.items() if len(v) > 1}
         with open(os.path.join(work, "meta.json"), "w") as fh:
             json.dump({"host_us": host, "resources": resources,
                        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}, fh)

@@ -12,6 +12,8 @@ Public API:
 * :class:`TuneCache`, :class:`KernelId` — the persistent per-config cache.
 * :class:`Trial`, :class:`TuneResult` — plain result objects (``to_dict``/``from_dict``).
 * :func:`distill` — turn tuned winners over many keys into ``@triton.heuristics`` code.
+* :func:`install_patch` — make ``triton.autotune`` build tritonkit's autotuner in this process
+  (what ``tritonkit tune`` and ``tritonkit profile --tuned`` do in the script's process).
 
 Heavy modules (torch, triton, optuna, scikit-learn) are imported only when used.
 """
@@ -21,7 +23,7 @@ from ._space import Space, parse_point_key, point_from_triton_str, point_key
 
 __all__ = ["autotune", "Space", "Budget", "BudgetExhausted", "Evaluator", "Trial", "TuneResult", "STATUSES",
            "point_key", "parse_point_key", "point_from_triton_str", "ReplayRunner", "TuneCache", "KernelId",
-           "TimingOptions", "distill", "DeviceLimits"]
+           "TimingOptions", "distill", "DeviceLimits", "install_patch"]
 
 _LAZY = {
     "autotune": "._autotuner",
@@ -30,6 +32,7 @@ _LAZY = {
     "KernelId": "._cache",
     "TimingOptions": "._bench",
     "distill": "._distill",
+    "install_patch": "._cli",
     "DeviceLimits": "._prune",
 }
 
