@@ -29,8 +29,9 @@ def add_profile_parser(sub) -> None:
                                    "device's peak, bound) and the time tree by scope. Bytes and FLOPs come from "
                                    "each kernel's launch_metadata, or from a proton.scope's metrics. --from reads "
                                    "a Proton tree file instead (works without a GPU).")
-    p.add_argument("--json", metavar="FILE", help="also write the kernels, the tree and the peaks as JSON, and the "
-                                                  "roofline and time-breakdown charts next to it (PNG and SVG)")
+    p.add_argument("--json", metavar="FILE", help="also write the kernels, the tree and the peaks as JSON, and next "
+                                                  "to it the roofline and time-breakdown charts (PNG and SVG) and "
+                                                  "Proton's own file (FILE's stem + .hatchet)")
     p.add_argument("--from", dest="from_file", metavar="FILE.hatchet", help="analyze this Proton tree file")
     p.add_argument("--counters", action="store_true",
                    help="also run the script under Nsight Compute (ncu, clocks unlocked) for the kernels without "
@@ -125,6 +126,10 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
             from .._io import atomic_write_text
             from ..report.charts import roofline_chart, save_figure, time_breakdown_chart
             stem = os.path.splitext(ns.json)[0]
+            if work:  # keep Proton's own file next to the JSON: `tritonkit profile --from` reads it again
+                kept = stem + ".hatchet"
+                shutil.copyfile(path, kept)
+                path = kept
             charts = save_figure(roofline_chart(reports, peaks, ceiling), stem + "_roofline") + \
                 save_figure(time_breakdown_chart(reports), stem + "_time")
             atomic_write_text(ns.json, json.dumps({"peaks": peaks.to_dict(), "ceiling": vars(ceiling) if ceiling
