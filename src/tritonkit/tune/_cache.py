@@ -30,7 +30,6 @@ import math
 import os
 import re
 import socket
-import tempfile
 import threading
 import time
 import warnings
@@ -39,6 +38,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 
 import filelock
 
+from .._io import atomic_write
 from ._result import STATUSES, Trial
 from ._space import Point, point_key
 
@@ -658,33 +658,16 @@ class TuneCache:
             raise self._dir_error("cannot write", e, path) from e
 
     def _write(self, path: str, doc: Dict[str, Any]) -> None:
-        """Atomically replace ``path`` with ``doc`` (temp file in the same directory, fsync where
-        ``durable``, rename)."""
-        directory = os.path.dirname(path)
+        """Atomically replace ``path`` with ``doc`` (:func:`tritonkit._io.atomic_write`, fsync where
+        ``durable``)."""
+        def write(f) -> None:
+            json.dump(doc, f, indent=1, allow_nan=False)
+            f.write("\n")
+
         try:
-            fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-", dir=directory)
+            atomic_write(path, write, durable=self.durable)
         except OSError as e:
-            raise self._dir_error("cannot write in", e) from e
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                if hasattr(os, "fchmod"):  # mkstemp makes 0600; cache files get the usual mode (umask)
-                    os.fchmod(f.fileno(), _file_mode(path))
-                json.dump(doc, f, indent=1, allow_nan=False)
-                f.write("\n")
-                f.flush()
-                if self.durable:
-                    os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException as e:
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
-            if isinstance(e, OSError):
-                raise self._dir_error("cannot write", e, path) from e
-            raise
-        if self.durable:
-            _fsync_dir(directory)
+            raise self._dir_error("cannot write", e, path) from e
         try:
             st = os.stat(path)
         except OSError:
@@ -880,28 +863,3 @@ def _proc_start_time(pid: int) -> Optional[int]:
     return state[1] if state else None
 
 
-def _file_mode(path: str) -> int:
-    """The mode for a new version of ``path``: the old version's, else 0666 less the umask."""
-    try:
-        return os.stat(path).st_mode & 0o777
-    except OSError:
-        pass
-    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def _fsync_dir(directory: str) -> None:
-    """Persist a rename in ``directory`` (POSIX; a no-op where directories cannot be opened)."""
-    if not hasattr(os, "O_DIRECTORY"):
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
