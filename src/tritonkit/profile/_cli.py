@@ -168,18 +168,14 @@ def _with_counters(kernels, ns, resolve_target, console):
 
 
 def _by_report(kernels, by_function: Dict[str, object]) -> Dict[str, object]:
-    """Figures by Triton function name (host us, resources) re-keyed by the profile's kernel names:
-    a kernel named by its ``launch_metadata`` (``"add_kernel n=4096"``) takes its function's
-    (``add_kernel``)."""
+    """Figures by Triton function name (host us, resources) re-keyed by the profile's kernel names
+    (:func:`~tritonkit.profile._proton.match_name`: ``"add_kernel n=4096"`` takes ``add_kernel``'s)."""
+    from ._proton import match_name
     out = {}
     for k in kernels:
-        if k.name in by_function:
-            out[k.name] = by_function[k.name]
-            continue
-        for fn, value in by_function.items():
-            if k.name.startswith(fn + " ") or k.name.startswith(fn + "("):
-                out[k.name] = value
-                break
+        key = match_name(k.name, by_function)
+        if key is not None:
+            out[k.name] = by_function[key]
     return out
 
 

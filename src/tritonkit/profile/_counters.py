@@ -71,7 +71,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from ._proton import KernelStats
+from ._proton import KernelStats, match_name
 
 #: GPU time of one launch (ns).
 TIME_METRIC = "gpu__time_duration.sum"
@@ -507,13 +507,6 @@ def aggregate(records: Iterable[CounterRecord]) -> Dict[str, CounterTotals]:
     return out
 
 
-def _boundary_prefix(prefix: str, name: str) -> bool:
-    """``name`` is ``prefix`` or starts with it followed by a character that cannot continue an identifier."""
-    if not name.startswith(prefix):
-        return False
-    return len(name) == len(prefix) or not (name[len(prefix)].isalnum() or name[len(prefix)] == "_")
-
-
 def match_totals(name: str, totals: Dict[str, CounterTotals]) -> Optional[CounterTotals]:
     """The counters of a Proton kernel name: the same name, else the longest ncu name that the Proton
     name starts with as a whole word (``"add_kernel n=4096"`` -> ``add_kernel``, never
@@ -526,13 +519,8 @@ def match_totals(name: str, totals: Dict[str, CounterTotals]) -> Optional[Counte
     Returns:
         The matching totals, or None.
     """
-    if name in totals:
-        return totals[name]
-    best = None
-    for n, t in totals.items():
-        if n and _boundary_prefix(n, name) and (best is None or len(n) > len(best.name)):
-            best = t
-    return best
+    key = match_name(name, totals)
+    return None if key is None else totals[key]
 
 
 def kernels_needing_counters(kernels: Iterable[KernelStats]) -> List[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 TIME = "time (ns)"
 #: Proton's own metadata frames (launch metadata computed in a scope of this name) are dropped.
@@ -100,6 +100,31 @@ class ProtonProfile:
         if device in self.devices:
             return self.devices[device]
         return next(iter(self.devices.values()), {})
+
+
+def match_name(name: str, keys: Iterable[str]) -> Optional[str]:
+    """The key that names the same kernel as the Proton kernel name ``name``: ``name`` itself, else
+    the longest key that ``name`` starts with as a whole word. A kernel's ``launch_metadata`` name
+    starts with its function's name by convention (``"add_kernel n=4096"`` -> ``add_kernel``), and
+    ``add_kernel_plain`` never matches ``add_kernel``.
+
+    Args:
+        name: a kernel name from a Proton profile.
+        keys: names to match against (function names, ncu's kernel names).
+
+    Returns:
+        The matching key, or None.
+    """
+    keys = list(keys)
+    if name in keys:
+        return name
+    best = None
+    for key in keys:
+        if key and name.startswith(key) and (len(name) == len(key) or not (name[len(key)].isalnum()
+                                                                            or name[len(key)] == "_")):
+            if best is None or len(key) > len(best):
+                best = key
+    return best
 
 
 def _flops(metrics: Dict[str, Any]) -> Dict[int, float]:
