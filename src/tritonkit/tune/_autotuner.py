@@ -78,6 +78,7 @@ def _make_class():
             self._max_key_pos = max(self._key_pos, default=-1)
             self._kernel_name = self.base_fn.__name__
             self._tcache = None
+            self._source_hash: Optional[str] = None
             _warm_compiler_key()
 
         # ---------------------------------------------------------------- launching
@@ -210,11 +211,10 @@ def _make_class():
             kid = None
             if cache is not None:
                 from ._cache import KernelId, source_hash
-                kid = KernelId(self._kernel_name, source_hash(_source(self.base_fn)), _triton_version(),
-                               limits.name)
-                for rec in cache.recover():
-                    print(f"tritonkit: {rec.kernel_id.name} {rec.trial.key} crashed in an earlier run: "
-                          f"{rec.trial.error}; it is recorded and will not be tried again", file=sys.stderr)
+                if self._source_hash is None:
+                    self._source_hash = source_hash(_source(self.base_fn))
+                kid = KernelId(self._kernel_name, self._source_hash, _triton_version(), limits.name)
+                _recover_once(cache)
             runner = LaunchRunner(self.fn, args, kwargs, self.arg_names, candidates, pre_hook=self.pre_hook,
                                   post_hook=self.post_hook, reference=self.reference, check=self.check_outputs,
                                   timing=self.timing, do_bench=self._user_do_bench, limits=limits, cuda=on_gpu,
@@ -383,6 +383,19 @@ def autotune(configs=None, key=(), prune_configs_by=None, reset_to_zero=None, re
 
 
 _KEY_WARMED = False
+_RECOVERED: set = set()
+
+
+def _recover_once(cache) -> None:
+    """Turn the crash journal's markers of dead processes into ``crashed`` trials, once per cache
+    directory and process, before its first tuning (not for every key: the scan reads every file
+    of the cache). A process that dies while this one runs is recovered by the next run."""
+    if cache.directory in _RECOVERED:
+        return
+    _RECOVERED.add(cache.directory)
+    for rec in cache.recover():
+        print(f"tritonkit: {rec.kernel_id.name} {rec.trial.key} crashed in an earlier run: {rec.trial.error}; "
+              f"it is recorded and will not be tried again", file=sys.stderr)
 
 
 def _warm_compiler_key() -> None:
