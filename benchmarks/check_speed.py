@@ -348,15 +348,8 @@ def _version(dist: str) -> str:
 
 def machine_info(viz: bool = False) -> Dict[str, str]:
     """CPU model and cores, Python/torch/triton/numpy/tritonkit versions, date."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from _machine import cpu_model
+    cpu = cpu_model()
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {
         "cpu": cpu,

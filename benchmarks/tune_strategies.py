@@ -79,15 +79,8 @@ def run_once(strategy: str, runner: ReplayRunner, budget: str, seed: int) -> Dic
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from _machine import cpu_model
+    cpu = cpu_model()
     try:
         import optuna
         optuna_v = optuna.__version__

@@ -10,6 +10,7 @@ import sys
 import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
 
+from .._io import atomic_write_text
 from ._result import TuneResult
 
 EXIT_OK, EXIT_USAGE, EXIT_SCRIPT_FAILED = 0, 2, 3
@@ -111,7 +112,8 @@ def run_tune_command(ns, resolve_target: Callable, console=None) -> int:
         results = merge_reports(report)
         render_results(results, console, restarts)
         if ns.json:
-            _write_json(ns.json, {"results": [r.to_dict() for r in results], "restarts": restarts})
+            atomic_write_text(ns.json, json.dumps({"results": [r.to_dict() for r in results], "restarts": restarts},
+                                                  indent=1) + "\n")
     except KeyboardInterrupt:
         return 130
     finally:
@@ -189,11 +191,6 @@ def render_results(results: List[TuneResult], console, restarts: int = 0) -> Non
         console.print(f"SM clock during timing: {min(clocks):.0f}-{max(clocks):.0f} MHz (NVML)")
     if restarts:
         console.print(f"the script was restarted {restarts} time(s) after crashes")
-
-
-def _write_json(path: str, data) -> None:
-    from .._io import atomic_write_text
-    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 def child_main(argv: Optional[List[str]] = None) -> int:

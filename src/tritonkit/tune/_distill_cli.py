@@ -12,6 +12,7 @@ import re
 import sys
 from typing import Callable, List, Optional
 
+from .._io import atomic_write_text
 from ._distill import MIN_KEYS, Distilled, distill
 from ._result import TuneResult
 from ._space import point_key
@@ -50,11 +51,6 @@ def add_distill_parser(subparsers):
     p.add_argument("--folds", type=int, default=5, metavar="K",
                    help="cross-validation folds; 0 for leave-one-out (default 5)")
     return p
-
-
-def _write_atomic(path: str, text: str) -> None:
-    from .._io import atomic_write_text
-    atomic_write_text(path, text)
 
 
 def _pct(v: Optional[float]) -> str:
@@ -151,9 +147,9 @@ def run_distill_command(ns, load_results: Callable[[str], List[TuneResult]], con
     except (ValueError, ImportError) as e:
         return error(str(e))
     try:
-        _write_atomic(out, d.source)
+        atomic_write_text(out, d.source)
         if getattr(ns, "json", None):
-            _write_atomic(ns.json, json.dumps(d.to_dict(), indent=1, default=str) + "\n")
+            atomic_write_text(ns.json, json.dumps(d.to_dict(), indent=1, default=str) + "\n")
     except OSError as e:
         return error(f"cannot write: {e}")
     print_distilled(d, console, out)
