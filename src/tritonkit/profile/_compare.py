@@ -34,6 +34,7 @@ class Comparison:
     peaks: Optional[DevicePeaks] = None
 
     def to_dict(self) -> dict:
+        """Plain JSON data (the peaks as a dict)."""
         d = asdict(self)
         d["peaks"] = self.peaks.to_dict() if self.peaks else None
         return d

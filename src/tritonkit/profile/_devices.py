@@ -62,6 +62,7 @@ class DevicePeaks:
         return None if p is None or not self.bandwidth_gbps else p * 1e12 / (self.bandwidth_gbps * 1e9)
 
     def to_dict(self) -> dict:
+        """Plain JSON data."""
         return asdict(self)
 
 

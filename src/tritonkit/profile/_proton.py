@@ -50,6 +50,7 @@ class ScopeNode:
             yield from c.walk(path + (c.name,))
 
     def to_dict(self) -> Dict[str, Any]:
+        """Plain JSON data of the node and its sub-tree (times in ns)."""
         return {"name": self.name, "kernel": self.kernel, "launches": self.launches, "time_ns": self.time_ns,
                 "inclusive_ns": self.inclusive_ns, "metrics": self.metrics,
                 "children": [c.to_dict() for c in self.children]}

@@ -77,6 +77,7 @@ class KernelReport:
     resources: Dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """Plain JSON data."""
         return asdict(self)
 
 

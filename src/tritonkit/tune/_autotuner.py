@@ -95,6 +95,17 @@ def _make_class():
             return tuple(key)
 
         def run(self, *args, **kwargs):
+            """Launch with the config chosen for this launch's key, tuning the key first when it is
+            new (as Triton's ``Autotuner.run``; ``kwargs`` carries ``grid`` and ``warmup``).
+
+            Returns:
+                what the wrapped kernel's ``run`` returns (the compiled kernel).
+
+            Raises:
+                RuntimeError: every config failed, was wrong or was pruned for this key (the
+                    reasons are in the message).
+                ContextPoisoned: a config broke the CUDA context (outside ``tritonkit tune``).
+            """
             # The fast path of a launch whose key was decided: a tuple of the key arguments and
             # the tensor arguments' dtype objects (no strings, no dicts), looked up in memory.
             fast = None

@@ -73,10 +73,12 @@ class Timing:
 
     @property
     def median_ms(self) -> float:
+        """Median of the samples, ms (``inf`` without samples)."""
         return float(np.median(self.samples_ms)) if self.samples_ms else math.inf
 
     @property
     def ci_ms(self) -> Optional[Tuple[float, float]]:
+        """95% confidence interval of the median, ms (:func:`median_ci`), or None."""
         return median_ci(self.samples_ms)
 
 
@@ -189,6 +191,7 @@ class Clocks:
 
     @classmethod
     def shared(cls, device_index: int = 0) -> "Clocks":
+        """The process's one :class:`Clocks` for ``device_index``."""
         if device_index not in cls._shared:
             cls._shared[device_index] = cls(device_index)
         return cls._shared[device_index]
@@ -205,6 +208,7 @@ class Clocks:
 
     @property
     def available(self) -> bool:
+        """Whether NVML answered for this device."""
         return self._handle is not None
 
     def read(self) -> Tuple[Optional[float], Optional[float]]:

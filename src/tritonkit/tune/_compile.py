@@ -33,6 +33,7 @@ class ForkCompileExecutor(Executor):
         self.child_failures = 0
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
+        """Queue ``fn(*args, **kwargs)``; its future resolves in :meth:`run_all`."""
         fut: Future = Future()
         self._jobs.append((lambda: fn(*args, **kwargs), fut))
         return fut
@@ -78,6 +79,7 @@ class ForkCompileExecutor(Executor):
                 fut.set_exception(e)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Run what is still queued (unless ``wait`` is False or ``cancel_futures``)."""
         if self._jobs and wait and not cancel_futures:
             self.run_all()
 

@@ -108,14 +108,17 @@ class Evaluator:
     # ------------------------------------------------------------------ state
     @property
     def evaluations(self) -> int:
+        """Configs decided so far (measured, from the cache, failed alike)."""
         return len(self.trials)
 
     @property
     def best(self) -> Optional[Trial]:
+        """The fastest correct trial so far, or None."""
         ok = [t for t in self.trials.values() if t.ok]
         return min(ok, key=lambda t: t.ms) if ok else None
 
     def elapsed(self) -> float:
+        """Seconds since the first :meth:`evaluate` (0 before it)."""
         return 0.0 if self._start is None else self.clock() - self._start
 
     def remaining(self) -> Optional[int]:
@@ -136,12 +139,15 @@ class Evaluator:
 
     @property
     def exhausted(self) -> bool:
+        """Whether the budget (or the candidates) is spent."""
         return self.remaining() == 0
 
     def is_candidate(self, point: Point) -> bool:
+        """Whether ``point`` is one of the legal candidates."""
         return point_key(point) in self._keys
 
     def unevaluated(self) -> List[Point]:
+        """The candidates not decided yet, in candidate order."""
         return [p for k, p in self._keys.items() if k not in self.trials]
 
     # ------------------------------------------------------------------ the door

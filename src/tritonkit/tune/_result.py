@@ -60,9 +60,11 @@ class Trial:
 
     @property
     def ok(self) -> bool:
+        """True when the config ran correctly and has a finite time."""
         return self.status == "ok" and math.isfinite(self.ms)
 
     def to_dict(self) -> Dict[str, Any]:
+        """Plain JSON data (``ms`` None where not finite, ``ci_ms`` a list)."""
         d = asdict(self)
         d["ms"] = self.ms if math.isfinite(self.ms) else None
         d["ci_ms"] = list(self.ci_ms) if self.ci_ms else None
@@ -70,6 +72,11 @@ class Trial:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Trial":
+        """The inverse of :meth:`to_dict` (unknown fields ignored).
+
+        Raises:
+            ValueError: an unknown status.
+        """
         d = dict(d)
         d["ms"] = math.inf if d.get("ms") is None else float(d["ms"])
         d["ci_ms"] = tuple(d["ci_ms"]) if d.get("ci_ms") else None
@@ -111,15 +118,18 @@ class TuneResult:
 
     @property
     def winner(self) -> Optional[Trial]:
+        """The fastest correct trial, or None when no config ran correctly."""
         r = self.ranked()
         return r[0] if r else None
 
     @property
     def runner_up(self) -> Optional[Trial]:
+        """The second fastest correct trial, or None."""
         r = self.ranked()
         return r[1] if len(r) > 1 else None
 
     def count(self, status: str) -> int:
+        """How many trials have ``status`` (one of :data:`STATUSES`)."""
         return sum(1 for t in self.trials if t.status == status)
 
     def tflops(self, trial: Optional[Trial] = None) -> Optional[float]:
@@ -137,6 +147,7 @@ class TuneResult:
         return self.bytes / (t.ms * 1e-3) / 1e9
 
     def to_dict(self) -> Dict[str, Any]:
+        """Plain JSON data, with the winner's key and every trial."""
         w = self.winner
         return {"kernel": self.kernel, "key": list(self.key), "strategy": self.strategy, "tuning_s": self.tuning_s,
                 "compile_s": self.compile_s, "check_s": self.check_s, "timing_s": self.timing_s, "flops": self.flops, "bytes": self.bytes, "winner": w.key if w else None,
@@ -144,6 +155,11 @@ class TuneResult:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "TuneResult":
+        """The inverse of :meth:`to_dict`.
+
+        Raises:
+            KeyError: ``kernel`` or ``key`` is missing.
+        """
         return cls(kernel=d["kernel"], key=list(d["key"]), trials=[Trial.from_dict(t) for t in d.get("trials", [])],
                    tuning_s=float(d.get("tuning_s", 0.0)), strategy=d.get("strategy", ""), flops=d.get("flops"),
                    bytes=d.get("bytes"), compile_s=float(d.get("compile_s", 0.0)), check_s=float(d.get("check_s", 0.0)),

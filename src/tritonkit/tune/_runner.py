@@ -273,6 +273,11 @@ class LaunchRunner:
         return errors
 
     def sync(self) -> None:
+        """Wait for the GPU (nothing in CPU mode).
+
+        Raises:
+            RuntimeError: a CUDA error of an earlier launch surfaces here.
+        """
         if self.cuda:
             self.torch.cuda.synchronize()
 

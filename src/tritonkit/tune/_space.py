@@ -137,6 +137,7 @@ class Space:
 
     @property
     def names(self) -> List[str]:
+        """The parameters' names, in the order given."""
         return list(self.params)
 
     @property

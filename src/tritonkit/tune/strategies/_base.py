@@ -32,6 +32,11 @@ class Strategy:
         self.options = {**self.OPTIONS, **options}
 
     def search(self, evaluator: Evaluator, rng: np.random.Generator) -> None:  # pragma: no cover - abstract
+        """Propose points to ``evaluator`` until done (the subclass's algorithm).
+
+        Raises:
+            BudgetExhausted: from the evaluator, once the budget is spent.
+        """
         raise NotImplementedError
 
     def run(self, evaluator: Evaluator) -> Evaluator:
