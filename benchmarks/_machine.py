@@ -15,3 +15,13 @@ def cpu_model() -> str:
     except OSError:
         pass
     return cpu
+
+
+def gpu_machine() -> dict:
+    """The GPU benchmarks' machine record: ``{"device", "torch", "triton", "date"}`` (CUDA device 0)."""
+    import time
+
+    import torch
+    import triton
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "date": time.strftime("%Y-%m-%d")}

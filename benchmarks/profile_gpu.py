@@ -7,9 +7,10 @@ Parts (``--parts``, default all):
   the Triton kernel is ``benchmarks/tune_kernels.py``'s with its tuned config), side by side.
 * ``overhead``: host us per launch of a tiny kernel (best of 5 x 2000 launches after 200) with no
   profiler, under Proton's Triton hook, and inside ``tritonkit profile``'s own child process (Proton
-  plus its host timer, which samples the first launches and then takes itself out).
+  plus its host timer, which samples the first launches and then takes itself out); each mode a
+  fresh process, six rounds interleaved in rotated order (best and median round reported).
 * ``accuracy``: Proton's mean kernel times against Nsight Compute's ``gpu__time_duration.sum`` (clocks
-  unlocked) for the workload's kernels of 50 us or more.
+  unlocked, caches not flushed) for the workload's kernels of 50 us or more.
 
 Usage::
 
@@ -99,21 +100,32 @@ print(json.dumps({"us_per_launch": best}))
 '''
 
 
-def part_overhead(log) -> Dict:
-    out = {}
+def part_overhead(log, rounds: int = 6) -> Dict:
+    """Host us per launch in the three modes, interleaved ``rounds`` times, the order rotated every
+    round (none, proton, tritonkit; proton, tritonkit, none; ...) so that drift of the machine hits
+    every mode alike; the figures per mode are its best and its median round."""
+    runs: Dict[str, list] = {"none": [], "proton": [], "tritonkit": []}
     tmp = tempfile.mkdtemp()
     script = os.path.join(tmp, "overhead.py")
     with open(script, "w") as fh:
         fh.write(OVERHEAD_CHILD)
-    for mode in ("none", "proton", "tritonkit"):
-        # "tritonkit": the script runs inside tritonkit profile's own child process (Proton + host timer)
-        cmd = [sys.executable, "-m", "tritonkit.profile._child", tmp, "script", script, "inside"] \
-            if mode == "tritonkit" else [sys.executable, script, mode, os.path.join(tmp, mode)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode:
-            raise RuntimeError(proc.stderr[-2000:])
-        out[mode] = json.loads(proc.stdout.strip().splitlines()[-1])["us_per_launch"]
-        log(f"overhead {mode}: {out[mode]:.1f} us per launch")
+    modes = list(runs)
+    for r in range(rounds):
+        for mode in modes[r % 3:] + modes[:r % 3]:
+            # "tritonkit": the script runs inside tritonkit profile's own child process (Proton + host timer)
+            cmd = [sys.executable, "-m", "tritonkit.profile._child", tmp, "script", script, "inside"] \
+                if mode == "tritonkit" else [sys.executable, script, mode, os.path.join(tmp, mode)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode:
+                raise RuntimeError(proc.stderr[-2000:])
+            runs[mode].append(json.loads(proc.stdout.strip().splitlines()[-1])["us_per_launch"])
+    import statistics
+    out: Dict[str, object] = {mode: min(v) for mode, v in runs.items()}
+    for mode, v in runs.items():
+        log(f"overhead {mode}: best {min(v):.1f}, median {statistics.median(v):.1f} us per launch "
+            f"(rounds: {', '.join(f'{x:.1f}' for x in v)})")
+    out["median"] = {mode: statistics.median(v) for mode, v in runs.items()}
+    out["rounds"] = runs
     return out
 
 
@@ -125,8 +137,9 @@ def part_accuracy(log) -> Dict:
     subprocess.run([sys.executable, "-m", "triton.profiler.proton", "-k", "triton", "-n", os.path.join(tmp, "p"), wl,
                     "--repeat", "5"], check=True, capture_output=True)
     prof = read_proton(os.path.join(tmp, "p.hatchet"))
-    proc = subprocess.run(["ncu", "--clock-control", "none", "--csv", "--metrics", "gpu__time_duration.sum",
-                           sys.executable, wl, "--repeat", "5"], capture_output=True, text=True)
+    # clocks unlocked and caches not flushed between kernels: the conditions Proton measures under
+    proc = subprocess.run(["ncu", "--clock-control", "none", "--cache-control", "none", "--csv", "--metrics",
+                           "gpu__time_duration.sum", sys.executable, wl, "--repeat", "5"], capture_output=True, text=True)
     rows: Dict[str, list] = {}
     import csv
     import io
@@ -156,12 +169,10 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=".")
     p.add_argument("--parts", default="calibrate,compare,overhead,accuracy")
     args = p.parse_args(argv)
-    import torch
-    import triton
+    from _machine import gpu_machine
     os.makedirs(args.out, exist_ok=True)
     log = lambda m: print(m, flush=True)  # noqa: E731
-    res = {"machine": {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "triton": triton.__version__, "date": time.strftime("%Y-%m-%d")}}
+    res = {"machine": gpu_machine()}
     for part in args.parts.split(","):
         t0 = time.perf_counter()
         res[part] = {"calibrate": part_calibrate, "compare": part_compare, "overhead": part_overhead,

@@ -104,6 +104,10 @@ def _sem(sem) -> str:
     return _SEMS.get(name, name.lower())
 
 
+# the binary operations that count as FLOPs (with float operands), as Nsight Compute's FADD/FMUL counts
+_FLOP_OPS = frozenset((np.add, np.subtract, np.multiply, np.divide, np.true_divide))
+
+
 class CheckedBuilder(_interp.InterpreterBuilder):
     """An interpreter builder whose memory operations are checked by a :class:`Launch`."""
 
@@ -173,6 +177,8 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         if lhs.tainted or rhs.tainted:
             _taint.carry(out, lhs, rhs)
         launch = self.launch
+        if op in _FLOP_OPS and lhs.dtype.scalar.is_floating():
+            launch.count_flops(out.data.size, lhs.dtype.scalar)
         if launch.overflow is not None and out.data.dtype.kind == "i":
             launch.overflow.arithmetic(launch, op, out, lhs, rhs)
         if launch.nan is not None:
@@ -208,8 +214,11 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         if _bits(z):
             ty = z.dtype.scalar
             a, b, c = (to_float(h.data, h.dtype.scalar).astype(np.float64) for h in (x, y, z))
-            return TensorHandle(from_float(a * b + c, ty), ty)  # exact product, one rounding
-        return super().create_fma(x, y, z)
+            out = TensorHandle(from_float(a * b + c, ty), ty)  # exact product, one rounding
+        else:
+            out = super().create_fma(x, y, z)
+        self.launch.count_flops(2 * np.size(out.data), z.dtype.scalar)
+        return out
 
     def create_erf(self, arg):
         ty = arg.dtype.scalar
@@ -246,6 +255,12 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         return TensorHandle(from_float(to_float(src.data, s), d, rtz=rtz), d)
 
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        out = self._dot(a, b, d, input_precision, max_num_imprecise_acc)
+        # the result has every program's block (an operand may be one block shared by a batch)
+        self.launch.count_flops(2 * np.size(out.data) * int(np.shape(a.data)[-1]), a.dtype.scalar)
+        return out
+
+    def _dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         at, bt, dt = a.dtype.scalar, b.dtype.scalar, d.dtype.scalar
         if at.is_int():  # integer MMA: exact products, accumulator wraps at its width
             acc = np.matmul(a.data.astype(np.int64), b.data.astype(np.int64)) + d.data.astype(np.int64)

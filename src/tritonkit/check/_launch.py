@@ -158,6 +158,18 @@ class LaunchRecord:
         groups: extra batches made where control flow diverged between programs.
         masked_loops: executions of a loop whose trip count differed between the programs of a
             batch, run once for the batch with an active mask (see ``_simt``).
+        flops: floating-point operations the launch's programs executed, counted like Nsight
+            Compute counts them: 1 per element of an add, subtract, multiply or divide, 2 of an
+            fma, ``2*M*N*K`` per ``tl.dot``; every lane of the block, masked or not (what the
+            hardware executes); special functions (exp, sqrt, ...) not counted.
+        flops_by_width: the same by the operands' width, as Proton names them: ``{"flops16": n,
+            "flops32": m}`` (a ``tl.dot`` on bf16 is ``flops16``).
+        bytes_read, bytes_written: bytes the active, in-bounds lanes of loads / stores moved (an
+            atomic counts as both); None unless the :class:`~.checks.access_map.AccessMap` check ran.
+        unique_bytes_read, unique_bytes_written: bytes of the distinct elements read / written
+            (what a perfect cache fetches from DRAM); None where not tracked (see ``AccessMap``).
+        access_maps: binned maps of which elements each tensor argument had read and written, by
+            which program, and the lanes outside it (``AccessMap``; empty when not kept).
     """
 
     kernel: str
@@ -173,6 +185,13 @@ class LaunchRecord:
     batches: int = 0
     groups: int = 0
     masked_loops: int = 0
+    flops: int = 0
+    flops_by_width: Dict[str, int] = dataclasses.field(default_factory=dict)
+    bytes_read: Optional[int] = None
+    bytes_written: Optional[int] = None
+    unique_bytes_read: Optional[int] = None
+    unique_bytes_written: Optional[int] = None
+    access_maps: List[dict] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -249,7 +268,8 @@ class Launch:
         self.tx = Transaction(guard)
         self.space.journal = self.tx.undo
         self._tx_start = (self.record.programs, self.record.accesses, self.record.lanes, self.record.batches,
-                          self.record.groups, self.record.masked_loops)
+                          self.record.groups, self.record.masked_loops, self.record.flops,
+                          dict(self.record.flops_by_width))
 
     def commit_tx(self) -> None:
         """End the running transaction, releasing its held-back findings (may raise CheckAborted)."""
@@ -266,7 +286,15 @@ class Launch:
         if tx is not None:
             tx.rollback_to((0, 0, 0))
             r = self.record
-            r.programs, r.accesses, r.lanes, r.batches, r.groups, r.masked_loops = self._tx_start
+            (r.programs, r.accesses, r.lanes, r.batches, r.groups, r.masked_loops, r.flops,
+             r.flops_by_width) = self._tx_start
+
+    def count_flops(self, n: int, elem_ty) -> None:
+        """Add ``n`` floating-point operations on operands of Triton type ``elem_ty`` to the record."""
+        r = self.record
+        r.flops += n
+        key = f"flops{elem_ty.primitive_bitwidth}"
+        r.flops_by_width[key] = r.flops_by_width.get(key, 0) + n
 
     def on_undo(self, fn) -> None:
         """Register ``fn`` to be called if the running transaction is undone (no-op outside one)."""
@@ -784,6 +812,7 @@ _FAST_COMBINE_NAMES = ("_sum_combine", "_prod_combine", "_elementwise_max", "_el
                        "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast")
 # triton.language.standard's combine functions that Triton's ReduceOps/ScanOps compute with numpy
 _FAST_COMBINES = tuple(getattr(tl.standard, n) for n in _FAST_COMBINE_NAMES if hasattr(tl.standard, n))
+_SUM_COMBINE = getattr(tl.standard, "_sum_combine", None)
 
 
 def _widen(t):
@@ -820,6 +849,9 @@ def _widened(op, input):
             name = "reduction" if isinstance(op, _interp.ReduceOps) else "scan"
             launch.undefined_used(np.broadcast_to(h.undef, np.shape(h.data)), h.undef_at, name)
     res = _reduce_or_scan(op, input, items)
+    if launch is not None and op.combine_fn is _SUM_COMBINE and isinstance(items[0], tl.tensor) \
+            and items[0].dtype.is_floating():  # a float sum: one add per element (custom combines count their ops)
+        launch.count_flops(int(np.size(items[0].handle.data)), items[0].dtype)
     if launch is not None and launch.nan is not None:
         outs = res if isinstance(res, tuple) else (res,)
         fn_name = getattr(getattr(op.combine_fn, "fn", op.combine_fn), "__name__", "reduction")

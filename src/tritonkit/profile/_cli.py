@@ -22,12 +22,15 @@ def add_profile_parser(sub) -> None:
     """Add the ``profile`` subcommand to an argparse subparsers object."""
     p = sub.add_parser("profile", help="profile every GPU kernel of a script with Proton: time, GB/s, TFLOP/s, "
                                        "% of peak, bound",
-                       usage="tritonkit profile [--json FILE] [--from FILE.hatchet] [--min-share F] -- "
-                             "python SCRIPT.py [ARGS...]",
+                       usage="tritonkit profile [--json FILE] [--from FILE.hatchet] [--counters] [--tuned] "
+                             "[--interpret-limit MB] [--min-share F] -- python SCRIPT.py [ARGS...]",
                        description="Run SCRIPT (unchanged) under Proton with Triton's launch hook and print a table "
                                    "per kernel (launches, GPU time, host time per launch, GB/s, TFLOP/s, % of the "
                                    "device's peak, bound) and the time tree by scope. Bytes and FLOPs come from "
-                                   "each kernel's launch_metadata, or from a proton.scope's metrics. --from reads "
+                                   "each kernel's launch_metadata, or from a proton.scope's metrics, or with "
+                                   "--counters from Nsight Compute, or else from replaying its first launches in "
+                                   "tritonkit's checked interpreter (small launches, see --interpret-limit). "
+                                   "--from reads "
                                    "a Proton tree file instead (works without a GPU).")
     p.add_argument("--json", metavar="FILE", help="also write the kernels, the tree and the peaks as JSON, and next "
                                                   "to it the roofline and time-breakdown charts (PNG and SVG) and "
@@ -41,6 +44,10 @@ def add_profile_parser(sub) -> None:
                    help="let tritonkit's autotuner stand in for @triton.autotune in the script (as `tritonkit tune` "
                         "does): keys tuned before come from the tuning cache with no trial, so the profile shows "
                         "the tuned kernels, not the tuning")
+    p.add_argument("--interpret-limit", type=float, default=64, metavar="MB",
+                   help="for kernels with neither launch_metadata nor counters, count bytes and FLOPs by replaying "
+                        "their first launches on the CPU in tritonkit's checked interpreter, when their tensor "
+                        "arguments take at most this many MiB (default 64; 0: never)")
     p.add_argument("--device", metavar="NAME", help="the device's name for its peaks (default: the current "
                                                     "device, or what the profile's attributes identify)")
     p.add_argument("--min-share", type=float, default=0.001, metavar="F",
@@ -66,6 +73,7 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
         return error(f"cannot write --json {ns.json}: no directory {os.path.dirname(os.path.abspath(ns.json))}")
     host: Dict[str, float] = {}
     resources: Dict[str, Dict[str, float]] = {}
+    interpreted: Dict[str, dict] = {}
     device_name = ns.device
     status = EXIT_OK
     work = None
@@ -89,7 +97,11 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
                          "analyzes a profile recorded elsewhere. (--counters through Nsight Compute needs a GPU too.)")
         work = tempfile.mkdtemp(prefix="tritonkit-profile-")
         path = os.path.join(work, "profile.hatchet")
-        env = dict(os.environ, TRITONKIT_PROFILE_TUNED="1") if getattr(ns, "tuned", False) else None
+        if ns.interpret_limit < 0:
+            return error("--interpret-limit is a size in MiB, 0 or more")
+        env = dict(os.environ, TRITONKIT_PROFILE_INTERPRET_MB=str(ns.interpret_limit))
+        if getattr(ns, "tuned", False):
+            env["TRITONKIT_PROFILE_TUNED"] = "1"
         proc = subprocess.run([sys.executable, "-m", "tritonkit.profile._child", work, kind, what, *argv[1:]], env=env)
         if proc.returncode != 0:
             status = EXIT_SCRIPT_FAILED
@@ -100,6 +112,7 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
                 meta = json.load(fh)
             host = meta.get("host_us", {})
             resources = meta.get("resources", {})
+            interpreted = meta.get("interpreted", {})
             device_name = device_name or meta.get("device")
         if not os.path.exists(path):
             shutil.rmtree(work, ignore_errors=True)
@@ -115,6 +128,11 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
             return status or EXIT_OK
         if getattr(ns, "counters", False):
             prof.kernels = _with_counters(prof.kernels, ns, resolve_target, console)
+        if interpreted:
+            from ._interpret import apply_interpreted
+            prof.kernels = apply_interpreted(prof.kernels, _by_report(prof.kernels, interpreted))
+            for name, why in _not_counted(prof.kernels, interpreted):
+                console.print(f"[dim]{name}: no bytes or FLOPs (no launch_metadata; interpreter: {why})[/dim]")
         peaks = identify(prof.device_info(prof.kernels[0].device), device_name)
         from ._calibrate import load
         ceiling = load(device_name) if device_name else None
@@ -165,6 +183,16 @@ def _with_counters(kernels, ns, resolve_target, console):
     for name, proton_us, ncu_us, rel in time_accuracy(kernels, records):
         console.print(f"kernel time {name[:60]}: Proton {proton_us:.1f} us, ncu {ncu_us:.1f} us ({rel * 100:+.1f}%)")
     return apply_counters(kernels, aggregate(records))
+
+
+def _not_counted(kernels, interpreted: Dict[str, dict]):
+    """(kernel, why) for the kernels still without work figures that the interpreter could not count."""
+    from ._proton import match_name
+    for k in kernels:
+        if k.work_source is None:
+            key = match_name(k.name, interpreted)
+            if key is not None and interpreted[key].get("why_not"):
+                yield k.name, interpreted[key]["why_not"]
 
 
 def _by_report(kernels, by_function: Dict[str, object]) -> Dict[str, object]:
@@ -247,6 +275,8 @@ def child_main(argv: Optional[List[str]] = None) -> int:
     resources: Dict[str, Dict[str, float]] = {}
 
     timed = [0]
+    from ._interpret import LaunchCapture
+    capture = LaunchCapture(launch_limit=int(float(os.environ.get("TRITONKIT_PROFILE_INTERPRET_MB", "64")) * 2**20))
 
     def timed_run(self, *args, **kwargs):
         # host time is sampled: at most SAMPLES_PER_KERNEL launches per kernel, and after
@@ -255,6 +285,9 @@ def child_main(argv: Optional[List[str]] = None) -> int:
         if timed[0] >= MAX_TIMED:
             JITFunction.run = original
         name = self.fn.__name__
+        if not kwargs.get("warmup"):
+            capture.on_launch(self, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")},
+                              kwargs.get("grid"))
         seen = samples.get(name)
         if kwargs.get("warmup") or (seen is not None and len(seen) >= SAMPLES_PER_KERNEL):
             return original(self, *args, **kwargs)
@@ -273,6 +306,11 @@ def child_main(argv: Optional[List[str]] = None) -> int:
         install_patch()
     JITFunction.run = timed_run
     proton.start(os.path.join(work, "profile"), hook="triton")
+    # the profiler's own objects (tritonkit, rich, numpy, ...) go to the permanent generation: the
+    # script's garbage collections then scan what the script made, as they would without tritonkit
+    import gc
+    gc.collect()
+    gc.freeze()
     try:
         status = run_target(kind, what, rest)
     finally:
@@ -281,7 +319,12 @@ def child_main(argv: Optional[List[str]] = None) -> int:
         import torch
         # the first launch of a kernel compiles it: the median of the rest is its launch cost
         host = {name: statistics.median(v[1:]) for name, v in samples.items() if len(v) > 1}
+        try:
+            interpreted = {name: c.to_dict() for name, c in capture.count().items()}
+        except Exception as e:  # counting is a bonus: never lose the profile for it
+            print(f"tritonkit profile: counting bytes and FLOPs in the interpreter failed: {e}", file=sys.stderr)
+            interpreted = {}
         with open(os.path.join(work, "meta.json"), "w") as fh:
-            json.dump({"host_us": host, "resources": resources,
+            json.dump({"host_us": host, "resources": resources, "interpreted": interpreted,
                        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}, fh)
     return status

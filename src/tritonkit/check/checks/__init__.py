@@ -2,13 +2,15 @@
 from typing import Iterable, List, Optional, Union
 
 from ._base import Access, Check
+from .access_map import AccessMap
 from .bounds import BoundsCheck
 from .nan_inf import NanInfCheck
 from .overflow import OverflowCheck
 from .races import RaceCheck
 from .uninitialized import UninitializedCheck, mark_uninitialized
 
-__all__ = ["Access", "Check", "BoundsCheck", "RaceCheck", "UninitializedCheck", "OverflowCheck", "NanInfCheck",
+__all__ = ["Access", "AccessMap", "Check",
+           "BoundsCheck", "RaceCheck", "UninitializedCheck", "OverflowCheck", "NanInfCheck",
            "UndefinedValues", "default_checks", "make_checks", "mark_uninitialized", "CHECK_KINDS"]
 
 
