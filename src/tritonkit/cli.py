@@ -62,14 +62,20 @@ def _parser() -> argparse.ArgumentParser:
                         "program at a time, like TRITON_INTERPRET=1")
     c.add_argument("--batch-memory", type=int, metavar="MB",
                    help="the most memory one value of a batch of programs may take, in MiB (default 256)")
+    c.add_argument("--access-maps", type=int, metavar="N", default=0,
+                   help="count the bytes every launch moves (all lanes and distinct elements) and FLOPs, and keep "
+                        "a map of which elements each tensor argument had read and written, by which program, for "
+                        "the first N launches of each kernel, in the --json output (tritonkit doctor draws them)")
     c.add_argument("target", nargs=argparse.REMAINDER, help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
     from .tune._cache_cli import add_cache_parser
     from .tune._cli import add_tune_parser
     from .tune._distill_cli import add_distill_parser
     from .profile._cli import add_calibrate_parser, add_profile_parser
+    from .doctor import add_doctor_parser
     add_tune_parser(sub)
     add_profile_parser(sub)
     add_calibrate_parser(sub)
+    add_doctor_parser(sub)
     add_cache_parser(sub)
     d = add_distill_parser(sub)
     d.add_argument("--from", dest="from_file", metavar="FILE.json",
@@ -162,6 +168,13 @@ def _cmd_check(args) -> int:
         if args.timeout is not None and args.timeout <= 0:
             raise _Usage("--timeout must be a positive number of seconds")
         checks = _checks_option(args)
+        if args.access_maps < 0:
+            raise _Usage("--access-maps N: N is a number of launches per kernel, 0 or more")
+        if args.access_maps:
+            from .check import CHECK_KINDS
+            from .check.checks import AccessMap
+            kinds = checks if checks is not None else [k for k in CHECK_KINDS if k != "nan_inf" or args.nan]
+            checks = [*kinds, AccessMap(maps_per_kernel=args.access_maps)]
     except _Usage as e:
         print(f"tritonkit check: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -276,9 +289,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.command == "check":
             return _cmd_check(args)
-        if args.command in ("tune", "profile"):
+        if args.command in ("tune", "profile", "doctor"):
             if args.command == "tune":
                 from .tune._cli import run_tune_command as run
+            elif args.command == "doctor":
+                from .doctor import run_doctor_command as run
             else:
                 from .profile._cli import run_profile_command as run
             try:

@@ -23,7 +23,8 @@ _CONTEXT_BEFORE = 3
 _CONTEXT_AFTER = 1
 
 
-def _short_path(path: str) -> str:
+def short_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies under it, else as given."""
     try:
         rel = os.path.relpath(path)
     except ValueError:
@@ -67,7 +68,7 @@ def _overflow_value(v: dict) -> str:
 def render_finding(f) -> RenderableType:
     """A renderable for one :class:`~tritonkit.check.Finding`."""
     header = Rule(Text(f" {f.kind}: {f.kernel} ", style="bold red"), style="red", align="left")
-    loc = Text(f"{_short_path(f.file)}:{f.line}", style="bold cyan")
+    loc = Text(f"{short_path(f.file)}:{f.line}", style="bold cyan")
     if len(f.call_stack) > 1:
         chain = " → ".join(fr["function"] for fr in f.call_stack)
         loc.append(f"  ({chain})", style="dim")
@@ -95,7 +96,7 @@ def render_finding(f) -> RenderableType:
     if f.other and f.reason != "same_program":  # lanes of one store: the message says it all
         o = f.other
         progs = ", ".join(program_label(p) for p in o.get("program_ids", []))
-        other = Text(f"{o['access']} at {_short_path(o['file'])}:{o['line']}", style="bold cyan")
+        other = Text(f"{o['access']} at {short_path(o['file'])}:{o['line']}", style="bold cyan")
         other.append(f" in program{'s' if len(o.get('program_ids', [])) != 1 else ''} {progs}\n")
         other.append(f"{o['line']}  {o.get('source', '')}", style="bold")
         _fact(facts, "races with", other)
