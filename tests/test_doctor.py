@@ -99,3 +99,27 @@ def test_doctor_on_a_buggy_example_writes_the_report_and_the_json(tmp_path):
     html = (out / "report.html").read_text()
     assert "out_of_bounds" in html and "_add_kernel_missing_mask" in html and "no CUDA GPU" in html
     assert "check: ran" in p.stdout and "report:" in p.stdout
+
+
+def test_a_script_that_fails_under_check_is_exit_3_and_the_page_is_still_written(tmp_path):
+    script = tmp_path / "boom.py"
+    script.write_text("raise SystemExit(5)\n")
+    out = tmp_path / "doc"
+    p = _doctor("--out", str(out), "--", "python", str(script), cwd=tmp_path)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert (out / "report.html").exists()
+    data = json.loads((out / "doctor.json").read_text())
+    assert data["check"]["script"]["failed"] is True and data["check"]["findings"] == []
+
+
+def test_a_step_past_the_timeout_is_failed_and_the_next_steps_still_run(tmp_path):
+    class Slow(_FakeRun):
+        def __call__(self, cmd, timeout=None):
+            if cmd[3] == "tune":
+                self.commands.append(cmd)
+                raise subprocess.TimeoutExpired(cmd, timeout)
+            return super().__call__(cmd, timeout)
+    fake = Slow()
+    steps = run_doctor(_ns(tmp_path, timeout=5.0), ["python", "x.py"], gpu=True, run=fake, log=lambda m: None)
+    assert [(s.name, s.status) for s in steps] == [("check", "ran"), ("tune", "failed"), ("profile", "ran")]
+    assert "--timeout 5 s" in steps[1].why

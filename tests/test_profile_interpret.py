@@ -117,3 +117,44 @@ def test_only_the_first_launches_of_a_kernel_are_signed_the_rest_only_counted():
     _launch(cap, _add, (8,), *[torch.randn(2000) for _ in range(3)], 2000, B=256)  # never signed
     (c,) = cap.count().values()
     assert c.launches_seen == SIGNED_LAUNCHES + 5 and c.counted == SIGNED_LAUNCHES and c.bytes == 12000
+
+
+class _Jit:
+    def __init__(self, name):
+        import types
+        self.fn = types.SimpleNamespace(__name__=name)
+
+
+def test_the_host_timer_samples_then_takes_itself_off_the_launch_path():
+    from tritonkit.profile._cli import MAX_TIMED, SAMPLES_PER_KERNEL, HostTimer
+
+    calls, restored, noted = [], [], []
+
+    class Kernel:
+        n_regs, n_spills = 40, 0
+        metadata = type("M", (), {"shared": 1024, "num_warps": 4, "num_stages": 3})()
+
+    def original(jit, *args, **kwargs):
+        calls.append(jit.fn.__name__)
+        return Kernel()
+
+    class Capture:
+        def on_launch(self, jit, args, kwargs, grid):
+            noted.append((jit.fn.__name__, args, tuple(kwargs), grid))
+
+    timer = HostTimer(original, lambda: restored.append(len(calls)), Capture())
+    a, b = _Jit("a"), _Jit("b")
+    timer.run(a, 1, 2, grid=(4,), BLOCK=8)
+    assert noted == [("a", (1, 2), ("BLOCK",), (4,))]  # grid and warmup are not the kernel's arguments
+    for _ in range(SAMPLES_PER_KERNEL + 10):
+        timer.run(a, grid=(1,))
+    timer.run(b, grid=(1,))
+    timer.run(b, grid=(1,))
+    assert len(timer.samples["a"]) == SAMPLES_PER_KERNEL and len(timer.samples["b"]) == 2
+    assert set(timer.host_us()) == {"a", "b"} and all(v >= 0 for v in timer.host_us().values())
+    assert timer.resources["a"] == {"registers": 40, "spills": 0, "shared": 1024, "num_warps": 4, "num_stages": 3}
+    assert not restored
+    while timer.launches < MAX_TIMED:
+        timer.run(a, grid=(1,))
+    assert restored == [MAX_TIMED - 1]  # restored on the MAX_TIMED-th launch, which still runs
+    assert len(calls) == MAX_TIMED

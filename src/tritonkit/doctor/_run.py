@@ -61,7 +61,8 @@ def add_doctor_parser(sub) -> None:
                                    "@triton.autotune kernels) and tritonkit profile --tuned (the tuned kernels' "
                                    "time, bound and % of peak). Writes DIR/report.html (one self-contained page: "
                                    "no server, no network), DIR/doctor.json and each step's JSON. Exit status: 0 "
-                                   "no findings, 1 findings, 2 usage, 3 the script failed.")
+                                   "no findings, 1 findings, 2 usage, 3 the script failed or a step gave no "
+                                   "results.")
     p.add_argument("--out", default="tritonkit-doctor", metavar="DIR",
                    help="the directory for report.html and the JSON files (default ./tritonkit-doctor; created)")
     p.add_argument("--skip", default="", metavar="STEPS", help="steps to leave out, comma-separated: check, tune, "
@@ -177,7 +178,7 @@ def build_report(steps: List[StepResult], target: List[str], device: Optional[st
 
 def run_doctor_command(ns, resolve_target: Callable, console=None) -> int:
     """Run ``tritonkit doctor``; returns the exit status (0 no findings, 1 findings, 2 usage,
-    3 the script failed under check)."""
+    3 the script failed under check, or a step failed to give results)."""
     from rich.console import Console
     console = console or Console()
 
@@ -216,6 +217,8 @@ def run_doctor_command(ns, resolve_target: Callable, console=None) -> int:
     if check and check.get("findings"):
         return EXIT_FINDINGS
     if check and (check.get("script") or {}).get("failed"):
+        return EXIT_SCRIPT_FAILED
+    if any(s.status == "failed" for s in steps):
         return EXIT_SCRIPT_FAILED
     return EXIT_OK
 

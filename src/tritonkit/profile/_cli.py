@@ -257,11 +257,60 @@ def run_calibrate_command(ns, console=None) -> int:
     return EXIT_OK
 
 
+class HostTimer:
+    """Host time per launch of the profiled script's Triton kernels, sampled.
+
+    :attr:`run` is a plain function that stands in for ``JITFunction.run``: it times at most
+    :data:`SAMPLES_PER_KERNEL` launches of each kernel, notes every launch for the interpreter's
+    count (``capture``), keeps each kernel's compiled resources, and after :data:`MAX_TIMED`
+    launches in all calls ``restore`` (which puts ``original`` back), so that nothing of tritonkit's
+    is on the launch path for the rest of the script.
+
+    Args:
+        original: the ``JITFunction.run`` it wraps.
+        restore: puts ``original`` back in place.
+        capture: a :class:`~tritonkit.profile._interpret.LaunchCapture` (or anything with its
+            ``on_launch``).
+    """
+
+    def __init__(self, original, restore: Callable[[], None], capture) -> None:
+        import time
+        self.samples: Dict[str, List[float]] = {}
+        self.resources: Dict[str, Dict[str, float]] = {}
+        self.launches = 0
+        samples, resources = self.samples, self.resources
+
+        def run(jit, *args, **kwargs):
+            self.launches += 1
+            if self.launches >= MAX_TIMED:
+                restore()
+            name = jit.fn.__name__
+            if not kwargs.get("warmup"):
+                capture.on_launch(jit, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")},
+                                  kwargs.get("grid"))
+            seen = samples.get(name)
+            if kwargs.get("warmup") or (seen is not None and len(seen) >= SAMPLES_PER_KERNEL):
+                return original(jit, *args, **kwargs)
+            t0 = time.perf_counter()
+            kernel = None
+            try:
+                kernel = original(jit, *args, **kwargs)
+                return kernel
+            finally:
+                samples.setdefault(name, []).append((time.perf_counter() - t0) * 1e6)
+                if kernel is not None and name not in resources:
+                    resources[name] = _resources_of(kernel)
+        self.run = run
+
+    def host_us(self) -> Dict[str, float]:
+        """Kernel name -> median host time per launch, us (the first launch, which compiles, left out;
+        kernels launched once have none)."""
+        import statistics
+        return {name: statistics.median(v[1:]) for name, v in self.samples.items() if len(v) > 1}
+
+
 def child_main(argv: Optional[List[str]] = None) -> int:
     """The profiled process: Proton around the script, host time of every Triton launch."""
-    import statistics
-    import time
-
     import triton.profiler as proton
     from triton.runtime.jit import JITFunction
 
@@ -269,42 +318,17 @@ def child_main(argv: Optional[List[str]] = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     work, kind, what, rest = argv[0], argv[1], argv[2], argv[3:]
-    samples: Dict[str, List[float]] = {}
     original = JITFunction.run
-
-    resources: Dict[str, Dict[str, float]] = {}
-
-    timed = [0]
     from ._interpret import LaunchCapture
     capture = LaunchCapture(launch_limit=int(float(os.environ.get("TRITONKIT_PROFILE_INTERPRET_MB", "64")) * 2**20))
 
-    def timed_run(self, *args, **kwargs):
-        # host time is sampled: at most SAMPLES_PER_KERNEL launches per kernel, and after
-        # MAX_TIMED launches in all the wrapper takes itself out (no cost for long runs)
-        timed[0] += 1
-        if timed[0] >= MAX_TIMED:
-            JITFunction.run = original
-        name = self.fn.__name__
-        if not kwargs.get("warmup"):
-            capture.on_launch(self, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")},
-                              kwargs.get("grid"))
-        seen = samples.get(name)
-        if kwargs.get("warmup") or (seen is not None and len(seen) >= SAMPLES_PER_KERNEL):
-            return original(self, *args, **kwargs)
-        t0 = time.perf_counter()
-        kernel = None
-        try:
-            kernel = original(self, *args, **kwargs)
-            return kernel
-        finally:
-            samples.setdefault(name, []).append((time.perf_counter() - t0) * 1e6)
-            if kernel is not None and name not in resources:
-                resources[name] = _resources_of(kernel)
-
+    def restore() -> None:
+        JITFunction.run = original
+    timer = HostTimer(original, restore, capture)
     if os.environ.get("TRITONKIT_PROFILE_TUNED"):
         from ..tune import install_patch
         install_patch()
-    JITFunction.run = timed_run
+    JITFunction.run = timer.run
     proton.start(os.path.join(work, "profile"), hook="triton")
     # the profiler's own objects (tritonkit, rich, numpy, ...) go to the permanent generation: the
     # script's garbage collections then scan what the script made, as they would without tritonkit
@@ -317,14 +341,13 @@ def child_main(argv: Optional[List[str]] = None) -> int:
         proton.finalize()
         JITFunction.run = original
         import torch
-        # the first launch of a kernel compiles it: the median of the rest is its launch cost
-        host = {name: statistics.median(v[1:]) for name, v in samples.items() if len(v) > 1}
+        host = timer.host_us()
         try:
             interpreted = {name: c.to_dict() for name, c in capture.count().items()}
         except Exception as e:  # counting is a bonus: never lose the profile for it
             print(f"tritonkit profile: counting bytes and FLOPs in the interpreter failed: {e}", file=sys.stderr)
             interpreted = {}
         with open(os.path.join(work, "meta.json"), "w") as fh:
-            json.dump({"host_us": host, "resources": resources, "interpreted": interpreted,
+            json.dump({"host_us": host, "resources": timer.resources, "interpreted": interpreted,
                        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}, fh)
     return status
