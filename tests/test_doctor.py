@@ -26,8 +26,9 @@ class _FakeRun:
         self.fail = set(fail)
         self.data = data or {}
 
-    def __call__(self, cmd, timeout=None):
+    def __call__(self, cmd, timeout=None, env=None):
         self.commands.append(cmd)
+        self.env = env
         step = cmd[3]
         if step not in self.fail:
             path = cmd[cmd.index("--json") + 1]
@@ -114,11 +115,11 @@ def test_a_script_that_fails_under_check_is_exit_3_and_the_page_is_still_written
 
 def test_a_step_past_the_timeout_is_failed_and_the_next_steps_still_run(tmp_path):
     class Slow(_FakeRun):
-        def __call__(self, cmd, timeout=None):
+        def __call__(self, cmd, timeout=None, env=None):
             if cmd[3] == "tune":
                 self.commands.append(cmd)
                 raise subprocess.TimeoutExpired(cmd, timeout)
-            return super().__call__(cmd, timeout)
+            return super().__call__(cmd, timeout, env)
     fake = Slow()
     steps = run_doctor(_ns(tmp_path, timeout=5.0), ["python", "x.py"], gpu=True, run=fake, log=lambda m: None)
     assert [(s.name, s.status) for s in steps] == [("check", "ran"), ("tune", "failed"), ("profile", "ran")]

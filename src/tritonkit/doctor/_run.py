@@ -95,6 +95,15 @@ def _step_command(step: str, ns, out_dir: str, target: List[str]) -> List[str]:
     return base + ["--"] + list(target)
 
 
+def _child_env() -> Dict[str, str]:
+    """The steps' environment: where the doctor's output is not a terminal (a log, CI), a wide console
+    for rich (the profile's table has 14 columns; rich would fold it into 80)."""
+    env = dict(os.environ)
+    if not sys.stdout.isatty() and "COLUMNS" not in env:
+        env["COLUMNS"] = "200"
+    return env
+
+
 def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
                run: Callable[..., subprocess.CompletedProcess] = subprocess.run, log=print) -> List[StepResult]:
     """Run the steps of the doctor; returns what each did.
@@ -104,7 +113,8 @@ def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
             ``timeout``).
         target: the script and its arguments (``["python", "x.py", ...]`` or ``["python", "-m", "m"]``).
         gpu: whether a CUDA GPU is present (None: ask torch).
-        run: runs one step's command (``subprocess.run``'s signature; tests pass a fake).
+        run: runs one step's command, called as ``run(cmd, timeout=seconds or None, env=dict)``
+            (``subprocess.run``; tests pass a fake).
         log: prints a line of progress.
     """
     gpu = _gpu_present() if gpu is None else gpu
@@ -126,7 +136,7 @@ def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
         log(f"== tritonkit doctor: {step} ==")
         t0 = time.perf_counter()
         try:
-            proc = run(cmd, timeout=ns.timeout)
+            proc = run(cmd, timeout=ns.timeout, env=_child_env())
             code = proc.returncode
         except subprocess.TimeoutExpired:
             code = None
