@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=".")
     p.add_argument("--parts", default="calibrate,real,small")
     args = p.parse_args(argv)
-    from _machine import gpu_machine
+    from _machine import run_parts
     os.makedirs(args.out, exist_ok=True)
     logf = open(os.path.join(args.out, "profile_examples.log"), "w")
 
@@ -112,13 +112,9 @@ def main(argv=None) -> int:
         print(m, flush=True)
         logf.write(m + "\n")
         logf.flush()
-    res = {"machine": gpu_machine()}
-    for part in args.parts.split(","):
-        t0 = time.perf_counter()
-        res[part] = {"calibrate": part_calibrate, "real": part_real, "small": part_small}[part](args.out, log)
-        log(f"[{part}: {time.perf_counter() - t0:.1f} s]")
-        with open(os.path.join(args.out, "profile_examples.json"), "w") as fh:
-            json.dump(res, fh, indent=1, default=str)
+    parts = {name: (lambda fn: lambda lg: fn(args.out, lg))(fn)
+             for name, fn in (("calibrate", part_calibrate), ("real", part_real), ("small", part_small))}
+    run_parts(args.parts, parts, os.path.join(args.out, "profile_examples.json"), log)
     return 0
 
 

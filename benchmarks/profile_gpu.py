@@ -24,7 +24,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -169,17 +168,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=".")
     p.add_argument("--parts", default="calibrate,compare,overhead,accuracy")
     args = p.parse_args(argv)
-    from _machine import gpu_machine
+    from _machine import run_parts
     os.makedirs(args.out, exist_ok=True)
-    log = lambda m: print(m, flush=True)  # noqa: E731
-    res = {"machine": gpu_machine()}
-    for part in args.parts.split(","):
-        t0 = time.perf_counter()
-        res[part] = {"calibrate": part_calibrate, "compare": part_compare, "overhead": part_overhead,
-                     "accuracy": part_accuracy}[part](log)
-        log(f"[{part}: {time.perf_counter() - t0:.1f} s]")
-        with open(os.path.join(args.out, "profile_gpu.json"), "w") as fh:
-            json.dump(res, fh, indent=1, default=str)
+    run_parts(args.parts, {"calibrate": part_calibrate, "compare": part_compare, "overhead": part_overhead,
+                           "accuracy": part_accuracy}, os.path.join(args.out, "profile_gpu.json"),
+              lambda m: print(m, flush=True))
     return 0
 
 
