@@ -122,7 +122,7 @@ def test_a_large_tensor_is_downsampled_into_bins_that_keep_every_lane():
     assert (m["bin_rows"], m["bin_cols"]) == (5, 4)  # 64 x 256 bins at most
     reads = np.array(m["reads"])
     assert reads.shape == (60, 250) and reads.sum() == rows * cols and (reads == 20).all()
-    # bin row i holds rows 5i..5i+4: the last program to read it is 5i+4
+    # bin row i holds rows 5i..5i+4: the highest program to read it is 5i+4
     assert np.array(m["read_program"])[:, 0].tolist() == [5 * i + 4 for i in range(60)]
 
 
@@ -169,3 +169,26 @@ def test_check_cli_writes_access_maps_to_json(tmp_path):
     (rec,) = data["launch_records"]
     assert rec["bytes_read"] == 2 * 1000 * 4 and rec["bytes_written"] == 1000 * 4
     assert {m["arg"]: m["oob_lanes"] for m in rec["access_maps"]} == {"x_ptr": 24, "y_ptr": 24, "out_ptr": 24}
+
+
+@triton.jit
+def _add_bias(x, b, o, B: tl.constexpr):
+    r = tl.program_id(0)
+    c = tl.arange(0, B)
+    bias = tl.load(b + c) * 2.0  # the same block in every program: made once for a batch, counted for each
+    tl.store(o + r * B + c, tl.load(x + r * B + c) + bias)
+
+
+def test_a_load_and_op_shared_by_every_program_count_once_per_program_in_both_engines():
+    got = []
+    for engine in ("auto", "sequential"):
+        x, b, o = torch.randn(8, 32), torch.randn(32), torch.empty(8, 32)
+        _, rec, maps = _run(_add_bias, (8,), x, b, o, B=32, engine=engine, kinds=())
+        got.append((rec.engine, rec.bytes_read, rec.unique_bytes_read, maps["b"]["reads"], maps["b"]["read_program"],
+                    rec.flops))
+    (e1, *bat), (e2, *seq) = got
+    assert e1 == "batched" and e2 == "sequential"
+    assert bat == seq
+    assert seq[0] == 2 * 8 * 32 * 4 and seq[1] == (8 * 32 + 32) * 4  # b read by all 8 programs, distinct once
+    assert seq[2] == [[8] * 32] and seq[3] == [[7] * 32]
+    assert seq[4] == 2 * 8 * 32  # a multiply and an add per lane, in each of the 8 programs

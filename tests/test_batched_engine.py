@@ -70,12 +70,17 @@ def _same(a, b):
 @pytest.mark.parametrize("module,bug", [(m, b) for m in EXAMPLES for b in m.BUGS],
                          ids=[f"{m.__name__}-{b}" for m in EXAMPLES for b in m.BUGS])
 def test_example_gives_the_same_outputs_and_findings_both_ways(module, bug):
+    from tritonkit.check.checks import AccessMap, default_checks
     argv = ["--bug", bug]
-    seq = _run(lambda: module.main(argv), "sequential")
-    bat = _run(lambda: module.main(argv), "auto")
+    # with the AccessMap check too: bytes, distinct bytes and access maps must not depend on the engine
+    seq = _run(lambda: module.main(argv), "sequential", checks=[*default_checks(), AccessMap()])
+    bat = _run(lambda: module.main(argv), "auto", checks=[*default_checks(), AccessMap()])
     assert _same(bat[0], seq[0])
     assert bat[1] == seq[1]
     assert bat[3] == seq[3]  # what the script printed (its max error, device_print lines)
+    work = ("flops_by_width", "bytes_read", "bytes_written", "unique_bytes_read", "unique_bytes_written",
+            "access_maps")
+    assert [[getattr(r, f) for f in work] for r in bat[2]] == [[getattr(r, f) for f in work] for r in seq[2]]
     assert all(r.engine == "sequential" for r in seq[2])
     if bug == "none":  # a correct kernel runs batched: no fallback
         assert all(r.engine == "batched" and r.fallback is None for r in bat[2]), [r.fallback for r in bat[2]]
@@ -94,8 +99,9 @@ def _liger_cases():
 def test_liger_op_gives_the_same_outputs_and_findings_both_ways(op):
     from liger_cases import CASES
     runs = [_run(lambda: CASES[op]().run_liger(), engine, nan=True) for engine in ("sequential", "auto")]
-    (seq, seq_findings, _, _), (bat, bat_findings, records, _) = runs
+    (seq, seq_findings, seq_records, _), (bat, bat_findings, records, _) = runs
     assert sorted(bat) == sorted(seq) and all(_same(bat[k], seq[k]) for k in seq)
+    assert [r.flops_by_width for r in records] == [r.flops_by_width for r in seq_records]
     assert bat_findings == seq_findings == []
     assert any(r.engine != "sequential" for r in records)
 

@@ -178,7 +178,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             _taint.carry(out, lhs, rhs)
         launch = self.launch
         if op in _FLOP_OPS and lhs.dtype.scalar.is_floating():
-            launch.count_flops(out.data.size, lhs.dtype.scalar)
+            launch.count_flops(out.data.size, lhs.dtype.scalar, (lhs, rhs))
         if launch.overflow is not None and out.data.dtype.kind == "i":
             launch.overflow.arithmetic(launch, op, out, lhs, rhs)
         if launch.nan is not None:
@@ -217,7 +217,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             out = TensorHandle(from_float(a * b + c, ty), ty)  # exact product, one rounding
         else:
             out = super().create_fma(x, y, z)
-        self.launch.count_flops(2 * np.size(out.data), z.dtype.scalar)
+        self.launch.count_flops(2 * np.size(out.data), z.dtype.scalar, (x, y, z))
         return out
 
     def create_erf(self, arg):
@@ -257,7 +257,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         out = self._dot(a, b, d, input_precision, max_num_imprecise_acc)
         # the result has every program's block (an operand may be one block shared by a batch)
-        self.launch.count_flops(2 * np.size(out.data) * int(np.shape(a.data)[-1]), a.dtype.scalar)
+        self.launch.count_flops(2 * np.size(out.data) * int(np.shape(a.data)[-1]), a.dtype.scalar, (a, b, d))
         return out
 
     def _dot(self, a, b, d, input_precision, max_num_imprecise_acc):

@@ -256,13 +256,14 @@ def _run_groups(launch, fn, call_args, order: np.ndarray) -> None:
     runs, limit = 0, 2 * order.shape[0] + 16
     while pending:
         group = pending.pop(0)
-        mark = tx.mark() + (launch.record.accesses, launch.record.lanes)
+        r = launch.record
+        mark = tx.mark() + (r.accesses, r.lanes, r.flops, dict(r.flops_by_width))
         launch.begin_batch(group)
         try:
             fn(**call_args)
         except Divergence as d:
             tx.rollback_to(mark[:3])
-            launch.record.accesses, launch.record.lanes = mark[3:]
+            r.accesses, r.lanes, r.flops, r.flops_by_width = mark[3:]
             runs += 1
             if runs > limit:
                 raise Unbatchable("control flow diverges between too many groups of programs") from None

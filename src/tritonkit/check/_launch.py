@@ -289,8 +289,22 @@ class Launch:
             (r.programs, r.accesses, r.lanes, r.batches, r.groups, r.masked_loops, r.flops,
              r.flops_by_width) = self._tx_start
 
-    def count_flops(self, n: int, elem_ty) -> None:
-        """Add ``n`` floating-point operations on operands of Triton type ``elem_ty`` to the record."""
+    def count_flops(self, n: int, elem_ty, operands=()) -> None:
+        """Add ``n`` floating-point operations on operands of Triton type ``elem_ty`` to the record.
+
+        ``operands`` (the op's input handles) tell the batched engine's uniform values apart: an op
+        none of whose operands has a program axis was made once for the whole batch, and counts for
+        each of its programs. In a loop whose trip count differs between the programs of a batch
+        (``_simt``), only the programs still active count.
+        """
+        if self.batch is not None:
+            programs = int(self.batch.pids.shape[0])
+            active = getattr(self.builder, "active", None)
+            running = programs if active is None else int(np.count_nonzero(active))
+            if not any(getattr(h, "bat", False) for h in operands):
+                n *= running
+            elif running != programs:
+                n = n * running // programs
         r = self.record
         r.flops += n
         key = f"flops{elem_ty.primitive_bitwidth}"
@@ -851,7 +865,7 @@ def _widened(op, input):
     res = _reduce_or_scan(op, input, items)
     if launch is not None and op.combine_fn is _SUM_COMBINE and isinstance(items[0], tl.tensor) \
             and items[0].dtype.is_floating():  # a float sum: one add per element (custom combines count their ops)
-        launch.count_flops(int(np.size(items[0].handle.data)), items[0].dtype)
+        launch.count_flops(int(np.size(items[0].handle.data)), items[0].dtype, (items[0].handle,))
     if launch is not None and launch.nan is not None:
         outs = res if isinstance(res, tuple) else (res,)
         fn_name = getattr(getattr(op.combine_fn, "fn", op.combine_fn), "__name__", "reduction")

@@ -13,7 +13,7 @@ An access map (one per tensor argument of a launch)::
      "rows": R, "cols": C,                 # the tensor as a 2-D canvas: 1-D -> (1, n); N-D -> (prod(shape[:-1]), shape[-1])
      "bin_rows": r, "bin_cols": c,         # elements per bin along each axis (>= 1)
      "reads": [[int]], "writes": [[int]],  # ceil(R/r) x ceil(C/c): lanes that read / wrote an element of the bin
-     "read_program": [[int]], "write_program": [[int]],   # last program (linear id) per bin; -1: none
+     "read_program": [[int]], "write_program": [[int]],   # highest program (linear id) per bin; -1: none
      "oob": [[row, col, "load" | "store" | "atomic...", lanes], ...],   # canvas coordinates outside the tensor
      "oob_lanes": int, "oob_truncated": bool, "programs": int}
 
@@ -24,7 +24,7 @@ size), up to a margin of the tensor's own extent (at least 8 bins) on each side;
 out are drawn in the outermost cell of the margin and counted in ``oob_clipped``. Grids
 larger than :data:`MAX_SIDE` cells a side (1-D: :data:`MAX_SIDE` squared cells) are merged
 further by an integer factor: counts add up, and a merged cell's program is the highest of the
-merged bins' last programs.
+merged bins' programs.
 
 Colours: a cell's program is drawn with :data:`PROGRAM_PALETTE` (cyclic, 14 colours, no reds),
 a cell that no lane touched is white, the extended canvas outside the tensor grey, and cells with
@@ -100,7 +100,7 @@ class HeatmapData:
         pad: bool, 1-D only: the cell is past the end of the wrapped line (drawn transparent).
         elements: int64, elements of the tensor in the cell.
         reads / writes: int64, lanes that read / wrote an element of the cell.
-        read_program / write_program: int64, the last program (linear id) that read / wrote in the
+        read_program / write_program: int64, the highest program (linear id) that read / wrote in the
             cell (merged cells: the highest of those), -1 for none.
         oob_reads / oob_writes: int64, out-of-bounds lanes in the cell, loads / stores and atomics.
         reads_total / writes_total: lanes over the whole tensor.
@@ -441,7 +441,7 @@ def _caption(data: HeatmapData) -> str:
             parts.append(f"top-left cell starts at row {_n(data.first[0])}, column {_n(data.first[1])}")
     parts.append(f"reads {_n(data.reads_total)} lanes, writes {_n(data.writes_total)} lanes")
     if data.programs is not None:
-        parts.append(f"{_n(data.programs)} programs; colour = the last program (linear id) in the cell")
+        parts.append(f"{_n(data.programs)} programs; colour = the highest program id (linear) in the cell")
     if data.oob_lanes:
         where = ""
         if data.oob_range is not None:
@@ -502,7 +502,7 @@ def cell_pixels(data: HeatmapData, scale: Optional[int] = None) -> Tuple[int, in
 def heatmap_rgba(data: HeatmapData, panel: str, scale: Optional[int] = None) -> np.ndarray:
     """Colour one panel of ``data``, one block of pixels per cell (see :func:`cell_pixels`).
 
-    Panels: ``reads`` and ``writes`` colour each cell by the last program that read / wrote it
+    Panels: ``reads`` and ``writes`` colour each cell by the highest program that read / wrote it
     (:data:`PROGRAM_PALETTE`), white where none did, and :data:`OOB_COLOR` where loads (``reads``)
     or stores and atomics (``writes``) went out of bounds; ``density`` colours lanes per element
     (reads + writes) from light to dark blue (white: none), out-of-bounds cells of either kind red.

@@ -5,8 +5,9 @@ launch, the bytes the active lanes of loads, stores and atomics moved inside the
 (``LaunchRecord.bytes_read`` / ``bytes_written``) and the bytes of the distinct elements they
 touched (``unique_bytes_read`` / ``unique_bytes_written``: what a perfect cache would fetch from
 DRAM, the figure a roofline wants). For the first launches of each kernel it also keeps a binned
-map per tensor argument of which elements were read and written, by which program, and where
-lanes fell outside the tensor (``LaunchRecord.access_maps``, drawn by ``tritonkit doctor``).
+map per tensor argument of which elements were read and written, by which program (the highest
+program id per bin), and where lanes fell outside the tensor (``LaunchRecord.access_maps``, drawn
+by ``tritonkit doctor``).
 
 The maps are in the tensor's coordinates as a 2-D canvas: a 1-D tensor of ``n`` elements is one
 row of ``n``; a tensor of more dims is ``prod(shape[:-1])`` rows of ``shape[-1]`` columns. A
@@ -60,15 +61,16 @@ class _Map:
 
     def to_dict(self, programs: int) -> dict:
         """Plain JSON data: ``reads``/``writes`` (lanes per bin), ``read_program``/``write_program``
-        (the linear id of the last program that read/wrote in the bin, -1 none), each a list of
+        (the highest linear id of the programs that read/wrote in the bin, -1 none: programs have no
+        order on a GPU, so not the "last"; the same under both engines), each a list of
         ``ceil(rows / bin_rows)`` lists of ``ceil(cols / bin_cols)`` ints; ``oob``: ``[row, col,
         kind, lanes]`` per element outside the tensor, in canvas coordinates (may be negative or
-        past ``rows``/``cols``)."""
+        past ``rows``/``cols``), sorted."""
         return {"arg": self.arg, "shape": list(self.shape), "dtype": self.dtype, "strides": list(self.strides),
                 "rows": self.rows, "cols": self.cols, "bin_rows": self.bin_rows, "bin_cols": self.bin_cols,
                 "reads": self.reads.tolist(), "writes": self.writes.tolist(),
                 "read_program": self.read_program.tolist(), "write_program": self.write_program.tolist(),
-                "oob": [[r, c, k, n] for (r, c, k), n in self.oob.items()], "oob_lanes": self.oob_lanes,
+                "oob": [[r, c, k, n] for (r, c, k), n in sorted(self.oob.items())], "oob_lanes": self.oob_lanes,
                 "oob_truncated": self.oob_truncated, "programs": programs}
 
 
@@ -140,6 +142,11 @@ class AccessMap(Check):
         reads = access.kind in ("load", "atomic")
         writes = access.kind in ("store", "atomic")
         space = launch.space
+        # the batched engine makes a load with the same addresses in every program of a batch once,
+        # with the first program's lanes: it stands for all P programs of the batch
+        weight = 1
+        if launch.batch is not None and launch.uniform_access:
+            weight = int(launch.batch.pids.shape[0])
         if res.single_slot >= 0:
             groups = [(res.single_slot, None)]
         else:
@@ -152,7 +159,7 @@ class AccessMap(Check):
             valid = region.layout.valid(off, access.size)
             n_ok = int(valid.sum())
             counts = st["counts"]
-            moved = n_ok * access.size
+            moved = n_ok * access.size * weight
             if reads:
                 counts[0] += moved
             if writes:
@@ -161,8 +168,11 @@ class AccessMap(Check):
             if n_ok:
                 self._mark_seen(launch, st, region, off[valid], access.size, reads, writes)
             if st["maps"] is not None:
-                pids = launch.lane_programs(res, None if sel is None else np.flatnonzero(sel))
-                self._map(launch, st, region, off, valid, pids, access, reads, writes)
+                if weight > 1:  # every program of the batch touched them: the highest id stands
+                    pids = int(launch.batch.pids.max())
+                else:
+                    pids = launch.lane_programs(res, None if sel is None else np.flatnonzero(sel))
+                self._map(launch, st, region, off, valid, pids, access, reads, writes, weight)
 
     def _mark_seen(self, launch, st, region, off: np.ndarray, size: int, reads: bool, writes: bool) -> None:
         storage = region.storage
@@ -185,7 +195,8 @@ class AccessMap(Check):
                     launch.on_undo(lambda a=arr, c=cells, o=old: a.__setitem__(c, o))
                     arr[cells] = True
 
-    def _map(self, launch, st, region, off, valid, pids, access: Access, reads: bool, writes: bool) -> None:
+    def _map(self, launch, st, region, off, valid, pids, access: Access, reads: bool, writes: bool,
+             weight: int = 1) -> None:
         m = st["maps"].get(region.slot)
         if m is None:
             m = st["maps"][region.slot] = self._new_map(region)
@@ -207,17 +218,18 @@ class AccessMap(Check):
                 if not flag:
                     continue
                 flat_count, flat_last = count.reshape(-1), last.reshape(-1)
-                add = np.bincount(b, minlength=flat_count.shape[0])
+                add = np.bincount(b, minlength=flat_count.shape[0]) * weight
                 flat_count += add
                 uniq = np.flatnonzero(add)
                 old = flat_last[uniq].copy()
-                flat_last[b] = p  # the last lane in order wins: the last program to touch the bin
+                np.maximum.at(flat_last, b, p)  # the highest program id: the same whatever order programs ran in
                 launch.on_undo(lambda fc=flat_count, a=add, fl=flat_last, u=uniq, o=old: _unmap(fc, a, fl, u, o))
         bad = ~valid
         if bad.any():
-            n_bad = int(bad.sum())
+            n_bad = int(bad.sum()) * weight
             m.oob_lanes += n_bad
             keys, lanes = np.unique(np.stack([row[bad], col[bad]], axis=1), axis=0, return_counts=True)
+            lanes = lanes * weight
             added = []
             for (r, c), k in zip(keys.tolist(), lanes.tolist()):
                 key = (r, c, access.kind)
