@@ -6,17 +6,17 @@ from typing import List, Optional
 from rich.table import Table
 from rich.tree import Tree
 
+from .names import short_name
+
 
 def _f(x: Optional[float], fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _short(name: str, width: int = 48) -> str:
-    return name if len(name) <= width else name[:width - 1] + "…"
-
-
 def kernel_table(reports: List, peaks, title: str = "tritonkit profile: GPU kernels, slowest first") -> Table:
-    """A rich Table of :class:`~tritonkit.profile.KernelReport` rows, with the peaks in the caption."""
+    """A rich Table of :class:`~tritonkit.profile.KernelReport` rows, with the peaks in the caption.
+    Kernel names are shortened (:func:`~tritonkit.report.names.short_name`: mangled C++ names become
+    ``function<Arg>``); the JSON keeps them whole."""
     t = Table(title=title, caption=f"peaks: {peaks.name}, {peaks.bandwidth_gbps:.0f} GB/s, "
                                    + ", ".join(f"{d} {v:g}" for d, v in peaks.tflops.items()) +
                                    f" TFLOP/s ({peaks.source}); % of peak (% of measured ceiling where calibrated)")
@@ -36,7 +36,7 @@ def kernel_table(reports: List, peaks, title: str = "tritonkit profile: GPU kern
         rs = "-" if not res else f"{res.get('registers', '-')}/{res.get('spills', '-')}/{res.get('shared', '-')}"
         ws = "-" if not res else f"{res.get('num_warps', '-')}/{res.get('num_stages', '-')}"
         style = {"memory": "cyan", "compute": "green", "latency": "yellow", "host": "red"}.get(r.bound, "dim")
-        t.add_row(_short(r.name), "/".join(r.scope) or "-", str(r.launches), f"{r.total_ms:.3f}", f"{r.mean_us:.1f}",
+        t.add_row(short_name(r.name, 48), "/".join(r.scope) or "-", str(r.launches), f"{r.total_ms:.3f}", f"{r.mean_us:.1f}",
                   _f(r.host_us, ".1f"), _f(r.gbps, ".0f"), _f(r.tflops, ".1f"), pct_s,
                   f"[{style}]{r.bound}[/{style}]", rs, ws,
                   f"{res['occupancy'] * 100:.0f}%" if "occupancy" in res else "-", r.work_source or "-")
@@ -54,7 +54,7 @@ def scope_tree(root, min_share: float = 0.0) -> Tree:
             share = c.inclusive_ns / total
             if share < min_share:
                 continue
-            label = f"{c.inclusive_ns / 1e6:.3f} ms  {share * 100:5.1f}%  {_short(c.name, 80)}"
+            label = f"{c.inclusive_ns / 1e6:.3f} ms  {share * 100:5.1f}%  {short_name(c.name, 80)}"
             if c.kernel:
                 label += f"  [dim]({c.launches} launches)[/dim]"
             add(parent.add(label), c)
