@@ -106,15 +106,15 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     from _machine import run_parts
     os.makedirs(args.out, exist_ok=True)
-    logf = open(os.path.join(args.out, "profile_examples.log"), "w")
-
-    def log(m: str) -> None:
-        print(m, flush=True)
-        logf.write(m + "\n")
-        logf.flush()
-    parts = {name: (lambda fn: lambda lg: fn(args.out, lg))(fn)
-             for name, fn in (("calibrate", part_calibrate), ("real", part_real), ("small", part_small))}
-    run_parts(args.parts, parts, os.path.join(args.out, "profile_examples.json"), log)
+    from functools import partial
+    with open(os.path.join(args.out, "profile_examples.log"), "w") as logf:
+        def log(m: str) -> None:
+            print(m, flush=True)
+            logf.write(m + "\n")
+            logf.flush()
+        parts = {"calibrate": partial(part_calibrate, args.out), "real": partial(part_real, args.out),
+                 "small": partial(part_small, args.out)}
+        run_parts(args.parts, parts, os.path.join(args.out, "profile_examples.json"), log)
     return 0
 
 

@@ -166,6 +166,12 @@ def _load(path: Optional[str]) -> Optional[dict]:
 def build_report(steps: List[StepResult], target: List[str], device: Optional[str] = None) -> dict:
     """The doctor's report data (what ``report.html`` renders and ``doctor.json`` holds).
 
+    Args:
+        steps: what :func:`run_doctor` returned; each ``ran`` step's JSON file is read back (one
+            that cannot be read or parsed counts as no results: None).
+        target: the script and its arguments, as given after ``--``.
+        device: the GPU's name, or None without one.
+
     Returns:
         ``{"command", "created", "versions", "device", "steps": [StepResult dicts], "check",
         "tune", "profile"}``: each step's own JSON (None where it did not run).

@@ -130,9 +130,12 @@ def run_profile_command(ns, resolve_target: Callable, console=None) -> int:
             prof.kernels = _with_counters(prof.kernels, ns, resolve_target, console)
         if interpreted:
             from ._interpret import apply_interpreted
-            prof.kernels = apply_interpreted(prof.kernels, _by_report(prof.kernels, interpreted))
-            for name, why in _not_counted(prof.kernels, interpreted):
-                console.print(f"[dim]{name}: no bytes or FLOPs (no launch_metadata; interpreter: {why})[/dim]")
+            counted = _by_report(prof.kernels, interpreted)
+            prof.kernels = apply_interpreted(prof.kernels, counted)
+            for k in prof.kernels:
+                why = counted.get(k.name, {}).get("why_not") if k.work_source is None else None
+                if why:
+                    console.print(f"[dim]{k.name}: no bytes or FLOPs (no launch_metadata; interpreter: {why})[/dim]")
         peaks = identify(prof.device_info(prof.kernels[0].device), device_name)
         from ._calibrate import load
         ceiling = load(device_name) if device_name else None
@@ -183,16 +186,6 @@ def _with_counters(kernels, ns, resolve_target, console):
     for name, proton_us, ncu_us, rel in time_accuracy(kernels, records):
         console.print(f"kernel time {name[:60]}: Proton {proton_us:.1f} us, ncu {ncu_us:.1f} us ({rel * 100:+.1f}%)")
     return apply_counters(kernels, aggregate(records))
-
-
-def _not_counted(kernels, interpreted: Dict[str, dict]):
-    """(kernel, why) for the kernels still without work figures that the interpreter could not count."""
-    from ._proton import match_name
-    for k in kernels:
-        if k.work_source is None:
-            key = match_name(k.name, interpreted)
-            if key is not None and interpreted[key].get("why_not"):
-                yield k.name, interpreted[key]["why_not"]
 
 
 def _by_report(kernels, by_function: Dict[str, object]) -> Dict[str, object]:
