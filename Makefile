@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0 \
 	  || $(BIN)/python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
 	  || $(BIN)/python -m pip install -q torch
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[all,test]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -112,7 +112,7 @@ def part_overhead(log, rounds: int = 6) -> Dict:
     for r in range(rounds):
         for mode in modes[r % 3:] + modes[:r % 3]:
             # "tritonkit": the script runs inside tritonkit profile's own child process (Proton + host timer)
-            cmd = [sys.executable, "-m", "tritonkit.profile._child", tmp, "script", script, "inside"] \
+            cmd = [sys.executable, "-m", "tritonkit.cli._child", "profile", tmp, "script", script, "inside"] \
                 if mode == "tritonkit" else [sys.executable, script, mode, os.path.join(tmp, mode)]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode:

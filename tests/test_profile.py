@@ -10,7 +10,7 @@ from rich.console import Console
 from tritonkit.cli import main
 from tritonkit.profile import (Ceiling, DevicePeaks, KernelStats, analyze, analyze_kernel, identify, parse_proton,
                                peaks_by_name, peaks_from_attributes, read_proton)
-from tritonkit.profile._cli import _by_report
+from tritonkit.cli.profile import by_report as _by_report
 from tritonkit.report.profile import kernel_table, scope_tree
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "proton")
@@ -211,9 +211,9 @@ def test_calibration_is_kept_per_device(tmp_path):
 
 
 def test_counters_fill_kernels_without_metadata(prof, monkeypatch, capsys):
-    import argparse
-
-    from tritonkit.profile import _cli, _counters
+    from tritonkit.cli._target import Target
+    from tritonkit.cli.profile import with_counters
+    from tritonkit.profile import _counters
     from tritonkit.profile._counters import CounterRecord, CountersUnavailable
     seen = {}
 
@@ -223,10 +223,9 @@ def test_counters_fill_kernels_without_metadata(prof, monkeypatch, capsys):
                 for i in range(5)]
 
     monkeypatch.setattr(_counters, "run_ncu", fake_run_ncu)
-    ns = argparse.Namespace(from_file=None, target=["python", WORKLOAD.replace(".hatchet", ".py")])
-    resolve = lambda target: ("script", "w.py", ["w.py", "--repeat", "5"])  # noqa: E731
+    target = Target("script", "w.py", ("--repeat", "5"))
     console = Console(width=200, record=True)
-    kernels = _cli._with_counters(prof.kernels, ns, resolve, console)
+    kernels = with_counters(prof.kernels, target, console)
     plain = next(k for k in kernels if k.name == "add_kernel_plain")
     assert plain.work_source == "ncu" and plain.bytes == pytest.approx(5 * 201_326_592.0)
     assert seen["program"] == ["w.py", "--repeat", "5"] and "add_kernel_plain" in seen["kernels"]
@@ -236,9 +235,8 @@ def test_counters_fill_kernels_without_metadata(prof, monkeypatch, capsys):
         raise CountersUnavailable("ncu was not found")
     monkeypatch.setattr(_counters, "run_ncu", unavailable)
     console = Console(width=200, record=True)
-    assert _cli._with_counters(prof.kernels, ns, resolve, console) == prof.kernels
+    assert with_counters(prof.kernels, target, console) == prof.kernels
     assert "ncu was not found" in console.export_text()
-    ns_from = argparse.Namespace(from_file=WORKLOAD, target=[])
     console = Console(width=200, record=True)
-    _cli._with_counters(prof.kernels, ns_from, resolve, console)
+    with_counters(prof.kernels, None, console)  # --from: no script to run again
     assert "skipped" in console.export_text()

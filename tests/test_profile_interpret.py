@@ -126,7 +126,7 @@ class _Jit:
 
 
 def test_the_host_timer_samples_then_takes_itself_off_the_launch_path():
-    from tritonkit.profile._cli import MAX_TIMED, SAMPLES_PER_KERNEL, HostTimer
+    from tritonkit.profile._child import MAX_TIMED, SAMPLES_PER_KERNEL, HostTimer
 
     calls, restored, noted = [], [], []
 

@@ -1,4 +1,4 @@
-"""The persistent tuning cache (tritonkit.tune._cache) and ``tritonkit cache`` (tritonkit.tune._cache_cli)."""
+"""The persistent tuning cache (tritonkit.tune._cache) and ``tritonkit cache`` (tritonkit.cli.cache)."""
 import argparse
 import io
 import json
@@ -14,7 +14,8 @@ from rich.console import Console
 from tritonkit.tune import _cache as cache_mod
 from tritonkit.tune._cache import (KernelId, TuneCache, TuneCacheError, TuneCacheWarning, default_cache_dir,
                                    source_hash)
-from tritonkit.tune._cache_cli import add_cache_parser, cache_main, run_cache_command
+from tritonkit.cli import cache as cache_cmd
+from tritonkit.cli import main
 from tritonkit.tune._result import Trial
 
 KID = KernelId("matmul", source_hash("def matmul(): pass"), "3.6.0", "NVIDIA H100 80GB HBM3")
@@ -370,10 +371,10 @@ def test_clear_and_summaries(tmp_path):
 
 def _cli(argv):
     p = argparse.ArgumentParser(prog="tritonkit")
-    add_cache_parser(p.add_subparsers(dest="command"))
+    cache_cmd.add_parser(p.add_subparsers(dest="command"))
     ns = p.parse_args(argv)
     buf = io.StringIO()
-    status = run_cache_command(ns, console=Console(file=buf, width=200, color_system=None))
+    status = cache_cmd.run(ns, console=Console(file=buf, width=200, color_system=None))
     return status, buf.getvalue()
 
 
@@ -398,14 +399,16 @@ def test_cli_list_show_clear(tmp_path, capsys):
     assert status == 0 and "removed 4" in out
     _, out = _cli(["cache", "list", "--dir", d])
     assert "empty" in out and "matmul" not in out
-    assert _cli(["cache"])[0] == 2
-    assert cache_main(["show"]) == 2  # missing KERNEL
-    assert cache_main(["list", "--dir", d]) == 0
+    assert main(["cache"]) == 2  # no action
+    with pytest.raises(SystemExit) as e:
+        main(["cache", "show"])  # missing KERNEL: argparse says so
+    assert e.value.code == 2
+    assert main(["cache", "list", "--dir", d]) == 0
     assert "empty" in capsys.readouterr().out
 
 
 def test_cli_unusable_dir_is_a_usage_error(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert cache_main(["list", "--dir", str(blocker)]) == 2
+    assert main(["cache", "list", "--dir", str(blocker)]) == 2
     assert "TRITONKIT_CACHE_DIR" in capsys.readouterr().err

@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("sklearn")
 
 from tritonkit.tune._distill import distill, evaluate  # noqa: E402
-from tritonkit.tune._distill_cli import add_distill_parser, run_distill_command  # noqa: E402
+from tritonkit.cli import distill as distill_cmd  # noqa: E402
+from tritonkit.cli._status import BadUsage  # noqa: E402
 from tritonkit.tune._result import Trial, TuneResult  # noqa: E402
 from tritonkit.tune._space import point_key  # noqa: E402
 
@@ -268,7 +269,7 @@ def test_key_names_must_fit_the_keys():
 
 def _parse(argv):
     p = argparse.ArgumentParser(prog="tritonkit")
-    add_distill_parser(p.add_subparsers(dest="command"))
+    distill_cmd.add_parser(p.add_subparsers(dest="command"))
     return p.parse_args(argv)
 
 
@@ -280,7 +281,7 @@ def test_cli_writes_module_and_json(mm, tmp_path):
     ns = _parse(["distill", "mm", "--key-names", "M,N,K", "--out", str(out), "--json", str(js)])
     buf = io.StringIO()
     asked = []
-    rc = run_distill_command(ns, lambda k: asked.append(k) or results, console=Console(file=buf, width=200))
+    rc = distill_cmd.run(ns, console=Console(file=buf, width=200), load=lambda k: asked.append(k) or results)
     text = buf.getvalue()
     assert rc == 0 and asked == ["mm"]
     assert "depth" in text and "splitting on M" in text and "held out" in text and "BLOCK_M=128" in text and f"wrote {out}" in text
@@ -290,14 +291,15 @@ def test_cli_writes_module_and_json(mm, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")] == []
 
 
-def test_cli_errors(tmp_path, capsys):
+def test_cli_errors(tmp_path):
     ns = _parse(["distill", "mm", "--out", str(tmp_path / "x.py")])
-    assert run_distill_command(ns, lambda k: synthetic(n_keys=2)) == 2
-    assert "at least 4 tuned keys" in capsys.readouterr().err
-    assert run_distill_command(ns, lambda k: []) == 2
-    assert "no tuning results" in capsys.readouterr().err
+    with pytest.raises(BadUsage, match="at least 4 tuned keys"):
+        distill_cmd.run(ns, load=lambda k: synthetic(n_keys=2))
+    with pytest.raises(BadUsage, match="no tuning results"):
+        distill_cmd.run(ns, load=lambda k: [])
     ns = _parse(["distill", "mm", "--out", str(tmp_path / "missing" / "x.py")])
-    assert run_distill_command(ns, lambda k: synthetic()) == 2
+    with pytest.raises(BadUsage, match="no directory"):
+        distill_cmd.run(ns, load=lambda k: synthetic())
     assert not (tmp_path / "x.py").exists()
 
 

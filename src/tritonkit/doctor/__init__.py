@@ -1,5 +1,5 @@
 """``tritonkit doctor``: the workflow in one command: check first, then tune, then profile, and one
-HTML report (see :func:`run_doctor`)."""
-from ._run import STEPS, StepResult, add_doctor_parser, build_report, run_doctor, run_doctor_command
+HTML report (see :func:`run_doctor` and :func:`build_report`; the command is :mod:`tritonkit.cli.doctor`)."""
+from ._run import STEPS, StepResult, build_report, gpu_present, run_doctor
 
-__all__ = ["STEPS", "StepResult", "add_doctor_parser", "build_report", "run_doctor", "run_doctor_command"]
+__all__ = ["STEPS", "StepResult", "build_report", "gpu_present", "run_doctor"]

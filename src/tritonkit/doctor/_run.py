@@ -18,7 +18,6 @@ from .._io import atomic_write_text
 
 #: the steps, in the order the article's workflow takes them: correctness first
 STEPS = ("check", "tune", "profile")
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_SCRIPT_FAILED = 0, 1, 2, 3
 
 
 @dataclasses.dataclass
@@ -50,33 +49,7 @@ class StepResult:
         return dataclasses.asdict(self)
 
 
-def add_doctor_parser(sub) -> None:
-    """Add the ``doctor`` subcommand to an argparse subparsers object."""
-    p = sub.add_parser("doctor", help="check, then tune and profile (on a GPU), and write one HTML report",
-                       usage="tritonkit doctor [--out DIR] [--skip STEPS] [--nan] [--access-maps N] "
-                             "[--budget B] [--timeout S] -- python SCRIPT.py [ARGS...]",
-                       description="Run SCRIPT (unchanged) three times, the way the article's workflow goes: "
-                                   "tritonkit check (every launch in the checked CPU interpreter: findings and "
-                                   "memory-access maps), then where a CUDA GPU is present tritonkit tune (its "
-                                   "@triton.autotune kernels) and tritonkit profile --tuned (the tuned kernels' "
-                                   "time, bound and % of peak). Writes DIR/report.html (one self-contained page: "
-                                   "no server, no network), DIR/doctor.json and each step's JSON. Exit status: 0 "
-                                   "no findings, 1 findings, 2 usage, 3 the script failed or a step gave no "
-                                   "results.")
-    p.add_argument("--out", default="tritonkit-doctor", metavar="DIR",
-                   help="the directory for report.html and the JSON files (default ./tritonkit-doctor; created)")
-    p.add_argument("--skip", default="", metavar="STEPS", help="steps to leave out, comma-separated: check, tune, "
-                                                               "profile")
-    p.add_argument("--nan", action="store_true", help="check: also find where NaN/Inf values are made")
-    p.add_argument("--access-maps", type=int, default=2, metavar="N",
-                   help="check: keep memory-access maps of the first N launches of each kernel (default 2)")
-    p.add_argument("--budget", help="tune: configs per key, a share (20%%) or seconds (30s), as tritonkit tune")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="stop a step that runs longer than this (its results are then missing; default none)")
-    p.add_argument("target", nargs="*", help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
-
-
-def _gpu_present() -> bool:
+def gpu_present() -> bool:
     try:
         import torch
         return bool(torch.cuda.is_available())
@@ -117,7 +90,7 @@ def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
             (``subprocess.run``; tests pass a fake).
         log: prints a line of progress.
     """
-    gpu = _gpu_present() if gpu is None else gpu
+    gpu = gpu_present() if gpu is None else gpu
     skip = {s.strip() for s in ns.skip.split(",") if s.strip()}
     out: List[StepResult] = []
     for step in STEPS:
@@ -190,70 +163,3 @@ def build_report(steps: List[StepResult], target: List[str], device: Optional[st
     for s in steps:
         data[s.name] = _load(s.json) if s.status == "ran" else None
     return data
-
-
-def run_doctor_command(ns, resolve_target: Callable, console=None) -> int:
-    """Run ``tritonkit doctor``; returns the exit status (0 no findings, 1 findings, 2 usage,
-    3 the script failed under check, or a step failed to give results)."""
-    from rich.console import Console
-    console = console or Console()
-
-    def error(msg: str) -> int:
-        print(f"tritonkit doctor: error: {msg}", file=sys.stderr)
-        return EXIT_USAGE
-
-    if not ns.target:
-        return error("nothing to examine: give a script (`tritonkit doctor -- python my_script.py`)")
-    resolve_target(ns.target)  # a missing script is a usage error now, not three failed steps
-    unknown = [s for s in ns.skip.split(",") if s.strip() and s.strip() not in STEPS]
-    if unknown:
-        return error(f"--skip: unknown step {', '.join(unknown)}; choose from {', '.join(STEPS)}")
-    if ns.access_maps < 0:
-        return error("--access-maps N: N is a number of launches per kernel, 0 or more")
-    if ns.timeout is not None and ns.timeout <= 0:
-        return error("--timeout must be a positive number of seconds")
-    try:
-        os.makedirs(ns.out, exist_ok=True)
-    except OSError as e:
-        return error(f"cannot create --out {ns.out}: {e}")
-    gpu = _gpu_present()
-    steps = run_doctor(ns, list(ns.target), gpu=gpu, log=lambda m: console.print(f"[bold]{m}[/bold]"))
-    device = None
-    if gpu:
-        import torch
-        device = torch.cuda.get_device_name()
-    report = build_report(steps, list(ns.target), device)
-    from ..report.html import write_report
-    html = os.path.join(ns.out, "report.html")
-    atomic_write_text(os.path.join(ns.out, "doctor.json"), json.dumps(report, indent=1, default=str) + "\n")
-    write_report(report, html)
-    console.print(_summary(steps, report))
-    console.print(f"report: {html}")
-    check = report.get("check")
-    if check and check.get("findings"):
-        return EXIT_FINDINGS
-    if check and (check.get("script") or {}).get("failed"):
-        return EXIT_SCRIPT_FAILED
-    if any(s.status == "failed" for s in steps):
-        return EXIT_SCRIPT_FAILED
-    return EXIT_OK
-
-
-def _summary(steps: List[StepResult], report: dict) -> str:
-    """One line per step for the terminal."""
-    lines = []
-    for s in steps:
-        what = f"{s.name}: {s.status}"
-        if s.status == "ran":
-            what += f" in {s.seconds:.1f} s"
-            data: Dict = report.get(s.name) or {}
-            if s.name == "check":
-                what += f", {len(data.get('findings', []))} finding(s), {data.get('launches', 0)} launch(es)"
-            elif s.name == "tune":
-                what += f", {len(data.get('results', []))} kernel/key pair(s) tuned"
-            elif s.name == "profile":
-                what += f", {len(data.get('kernels', []))} kernel(s) profiled"
-        else:
-            what += f" ({s.why})"
-        lines.append(what)
-    return "\n".join(lines)

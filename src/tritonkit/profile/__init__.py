@@ -9,13 +9,17 @@ Public API (plain data in, plain data out; rendering lives in :mod:`tritonkit.re
 * :func:`analyze`, :class:`KernelReport`, :class:`Ceiling` — roofline figures and the bound.
 * :func:`compare` — implementations of one operation side by side (ms, TFLOP/s, % of peak, speed-up).
 * ``tritonkit calibrate`` (:mod:`._calibrate`) — measured ceilings kept per device.
+* :func:`run_profiled`, :class:`HostTimer`, :class:`ChildMeta` — the profiled process of
+  ``tritonkit profile`` (Proton around the script, host time per launch).
 """
 from ._devices import DevicePeaks, current_peaks, identify, peaks_by_name, peaks_from_attributes
 from ._proton import KernelStats, ProtonProfile, ScopeNode, parse_proton, read_proton
 from ._roofline import Ceiling, KernelReport, analyze, analyze_kernel, classify
 from ._compare import CompareRow, Comparison, compare
 from ._devices import occupancy
+from ._child import ChildMeta, HostTimer, run_profiled
 
 __all__ = ["DevicePeaks", "current_peaks", "identify", "peaks_by_name", "peaks_from_attributes", "KernelStats",
            "ProtonProfile", "ScopeNode", "parse_proton", "read_proton", "Ceiling", "KernelReport", "analyze",
-           "analyze_kernel", "classify", "compare", "Comparison", "CompareRow", "occupancy"]
+           "analyze_kernel", "classify", "compare", "Comparison", "CompareRow", "occupancy", "ChildMeta", "HostTimer",
+           "run_profiled"]

@@ -12,6 +12,7 @@ Public API:
 * :class:`TuneCache`, :class:`KernelId` — the persistent per-config cache.
 * :class:`Trial`, :class:`TuneResult` — plain result objects (``to_dict``/``from_dict``).
 * :func:`distill` — turn tuned winners over many keys into ``@triton.heuristics`` code.
+* :data:`EXIT_CONTEXT_POISONED` — the exit status of a process whose CUDA context a config broke.
 * :func:`install_patch` — make ``triton.autotune`` build tritonkit's autotuner in this process
   (what ``tritonkit tune`` and ``tritonkit profile --tuned`` do in the script's process).
 
@@ -23,7 +24,7 @@ from ._space import Space, parse_point_key, point_from_triton_str, point_key
 
 __all__ = ["autotune", "Space", "Budget", "BudgetExhausted", "Evaluator", "Trial", "TuneResult", "STATUSES",
            "point_key", "parse_point_key", "point_from_triton_str", "ReplayRunner", "TuneCache", "KernelId",
-           "TimingOptions", "distill", "DeviceLimits", "install_patch"]
+           "TimingOptions", "distill", "Distilled", "DeviceLimits", "install_patch", "EXIT_CONTEXT_POISONED"]
 
 _LAZY = {
     "autotune": "._autotuner",
@@ -32,7 +33,9 @@ _LAZY = {
     "KernelId": "._cache",
     "TimingOptions": "._bench",
     "distill": "._distill",
-    "install_patch": "._cli",
+    "Distilled": "._distill",
+    "EXIT_CONTEXT_POISONED": "._autotuner",
+    "install_patch": "._patch",
     "DeviceLimits": "._prune",
 }
 

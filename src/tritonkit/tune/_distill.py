@@ -191,6 +191,15 @@ class Distilled:
         walk(self._model.root if self._model else None)
         return out
 
+    def leaf_counts(self) -> Dict[str, Tuple[int, int]]:
+        """Per config the tree picks (its :func:`~tritonkit.tune.point_key`): ``(training keys that
+        reach it, how many of them it is within tolerance at)``, summed over its leaves."""
+        counts: Dict[str, Tuple[int, int]] = {}
+        for leaf in (self._model.root.leaves() if self._model else []):
+            n, w = counts.get(leaf.config, (0, 0))
+            counts[leaf.config] = (n + leaf.n_train, w + leaf.n_within)
+        return counts
+
     def to_dict(self) -> Dict[str, Any]:
         """Returns: the result as plain JSON-ready values (the tree as nested dicts, the source as text)."""
         return {"kernel": self.kernel, "key_names": list(self.key_names), "features": list(self.features),

@@ -1,0 +1,35 @@
+"""The child processes of ``tritonkit tune`` and ``tritonkit profile``: ``python -m tritonkit.cli._child
+tune KIND NAME ARGS...`` runs the user's program with ``triton.autotune`` standing for tritonkit's
+autotuner; ``python -m tritonkit.cli._child profile WORK KIND NAME ARGS...`` runs it under Proton
+(see :func:`tritonkit.profile.run_profiled`). ``KIND NAME ARGS`` is a
+:meth:`~tritonkit.cli._target.Target.words`. The exit status is the program's (0 or 3), or the
+tuner's :data:`~tritonkit.tune.EXIT_CONTEXT_POISONED`."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+from ._target import Target
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run one child; returns its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    step, rest = argv[0], argv[1:]
+    if step == "tune":
+        from ..tune import install_patch
+        install_patch()
+        return Target.from_words(rest).run("tritonkit tune")
+    if step == "profile":
+        from ..profile import run_profiled
+        target = Target.from_words(rest[1:])
+        return run_profiled(rest[0], lambda: target.run("tritonkit profile"),
+                            tuned=bool(os.environ.get("TRITONKIT_PROFILE_TUNED")),
+                            interpret_limit_mb=float(os.environ.get("TRITONKIT_PROFILE_INTERPRET_MB", "64")))
+    print(f"tritonkit: unknown child step {step!r}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The user's program, as every command takes it after ``--``: ``python SCRIPT.py ARGS`` or
+``python -m MODULE ARGS`` (``python`` may be left out), run in this process as ``__main__`` or
+handed to a child process."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import runpy
+import sys
+import traceback
+from typing import List, Sequence, Tuple, Type
+
+from . import _status
+from ._status import BadUsage
+
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+_TRITONKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A script or module to run, with its arguments.
+
+    Attributes:
+        kind: ``"script"`` (``name`` is a path) or ``"module"`` (``name`` is a module name).
+        name: the script's path or the module's name.
+        args: the arguments after it.
+    """
+
+    kind: str
+    name: str
+    args: Tuple[str, ...] = ()
+
+    @property
+    def argv(self) -> List[str]:
+        """``sys.argv`` as the program sees it: ``[name, *args]``."""
+        return [self.name, *self.args]
+
+    @classmethod
+    def parse(cls, words: Sequence[str]) -> "Target":
+        """The target in ``python SCRIPT ARGS`` / ``python -m MODULE ARGS`` / ``SCRIPT ARGS``.
+
+        A script must exist and be Python source (it is compiled once here to say so now, before
+        anything runs).
+
+        Raises:
+            BadUsage: nothing to run, an unsupported ``python`` option, a missing script, a
+                directory, a binary file or a file with a syntax error.
+        """
+        words = list(words)
+        if words and words[0] == "--":
+            words = words[1:]
+        if words and (_PYTHON.match(os.path.basename(words[0])) or words[0] == sys.executable):
+            words = words[1:]
+        if not words:
+            raise BadUsage("nothing to run: give a script, e.g. `tritonkit check -- python my_kernel.py`")
+        if words[0] == "-m":
+            if len(words) < 2:
+                raise BadUsage("`-m` needs a module name")
+            return cls("module", words[1], tuple(words[2:]))
+        if words[0].startswith("-"):
+            raise BadUsage(f"unsupported python option {words[0]!r}: give a script path or -m MODULE")
+        script = words[0]
+        if not os.path.exists(script):
+            raise BadUsage(f"no such script: {script}")
+        if os.path.isdir(script):
+            raise BadUsage(f"{script} is a directory: give a Python script (or -m MODULE)")
+        with open(script, "rb") as fh:
+            raw = fh.read()
+        if b"\x00" in raw:
+            raise BadUsage(f"{script} is not a Python script (it is a binary file)")
+        try:
+            compile(raw, script, "exec")
+        except SyntaxError as e:
+            raise BadUsage(f"{script} is not a Python script: SyntaxError at line {e.lineno}: {e.msg}") from None
+        except ValueError as e:
+            raise BadUsage(f"{script} is not a Python script: {e}") from None
+        return cls("script", script, tuple(words[1:]))
+
+    def words(self) -> List[str]:
+        """The target as arguments of a child process: ``[kind, name, *args]`` (see :meth:`from_words`)."""
+        return [self.kind, self.name, *self.args]
+
+    @classmethod
+    def from_words(cls, words: Sequence[str]) -> "Target":
+        """The inverse of :meth:`words` (no checks: the parent checked)."""
+        return cls(words[0], words[1], tuple(words[2:]))
+
+    def program(self) -> List[str]:
+        """A command line that runs the target on its own (a script as given, a module through this
+        Python), for tools that launch it themselves (Nsight Compute)."""
+        head = [self.name] if self.kind == "script" else [sys.executable, "-m", self.name]
+        return head + list(self.args)
+
+    def run(self, prog: str, passthrough: Tuple[Type[BaseException], ...] = ()) -> int:
+        """Run the target as ``__main__`` in this process, with ``sys.argv`` set to :attr:`argv` and
+        its directory (a module: the working directory) first on ``sys.path``; both are restored.
+
+        Args:
+            prog: the command's name for messages, e.g. ``"tritonkit check"``.
+            passthrough: exceptions to re-raise instead of reporting them as the script's failure.
+
+        Returns:
+            :data:`~tritonkit.cli._status.OK` when it ends normally or with ``sys.exit(0)``;
+            :data:`~tritonkit.cli._status.SCRIPT_FAILED` when it raises (its traceback is printed,
+            without runpy's and tritonkit's frames) or exits with another status (said on stderr).
+
+        Raises:
+            what is in ``passthrough``, and every ``BaseException`` that is not an ``Exception`` or
+            ``SystemExit`` (``KeyboardInterrupt``; tritonkit's own ``CheckAborted``).
+        """
+        old_argv, old_path = sys.argv, list(sys.path)
+        sys.argv = self.argv
+        sys.path.insert(0, os.path.dirname(os.path.abspath(self.name)) if self.kind == "script" else os.getcwd())
+        try:
+            if self.kind == "script":
+                runpy.run_path(self.name, run_name="__main__")
+            else:
+                runpy.run_module(self.name, run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            if e.code in (None, 0):
+                return _status.OK
+            print(f"{prog}: the script exited with status {e.code}", file=sys.stderr)
+            return _status.SCRIPT_FAILED
+        except passthrough:
+            raise
+        except Exception as e:
+            print_script_traceback(e)
+            return _status.SCRIPT_FAILED
+        finally:
+            sys.argv = old_argv
+            sys.path[:] = old_path
+        return _status.OK
+
+
+def print_script_traceback(exc: BaseException) -> None:
+    """Print ``exc``'s traceback to stderr without runpy's and tritonkit's own frames."""
+    te = traceback.TracebackException.from_exception(exc)
+    runpy_file = os.path.abspath(runpy.__file__)
+    te.stack = traceback.StackSummary.from_list(
+        [fs for fs in te.stack if not os.path.abspath(fs.filename).startswith(_TRITONKIT_DIR + os.sep)
+         and os.path.abspath(fs.filename) != runpy_file])
+    sys.stderr.write("".join(te.format()))
+
+
+def writable_path(path: str, option: str) -> None:
+    """Raise :class:`BadUsage` unless ``path``'s directory exists (the file is written at the end:
+    say so now, not after the run)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise BadUsage(f"cannot write {option} {path}: no directory {directory}")

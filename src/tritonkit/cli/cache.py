@@ -1,0 +1,95 @@
+"""``tritonkit cache list|show KERNEL|clear [KERNEL] [--failures] [--dir DIR]``: the tuning cache.
+
+KERNEL is a kernel name, or a prefix of names where no kernel has that exact name. Exit status:
+0 done; 1 ``show`` found no such kernel; 2 bad usage or a cache directory that cannot be used.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from . import _status
+from ._status import BadUsage
+
+NAME = "cache"
+ORDER = 60
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``cache`` (with ``list``, ``show`` and ``clear``) to the ``tritonkit`` subparsers.
+
+    Parsed namespaces have ``cache_action`` (None, "list", "show" or "clear"), ``kernel``,
+    ``failures`` and ``cache_dir``.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dir", dest="cache_dir", metavar="DIR",
+                        help="the cache directory (default: $TRITONKIT_CACHE_DIR, else ~/.cache/tritonkit/tune)")
+    c = sub.add_parser("cache", help="list, show or clear the tuning cache",
+                       description="List, show or clear the tuning cache of tritonkit.tune (one JSON file per "
+                                   "kernel, Triton version and device; times in ms).")
+    actions = c.add_subparsers(dest="cache_action", metavar="ACTION")
+    actions.add_parser("list", parents=[common], help="one line per kernel and tuning key",
+                       description="One line per kernel, device, Triton version and tuning key: the number of "
+                                   "configs cached, how many failed, and the winner.")
+    s = actions.add_parser("show", parents=[common], help="every cached config of a kernel",
+                           description="Every cached config of KERNEL, fastest first, per device, Triton version "
+                                       "and tuning key.")
+    s.add_argument("kernel", metavar="KERNEL", help="a kernel name, or a prefix of names")
+    cl = actions.add_parser("clear", parents=[common], help="forget cached configs",
+                            description="Forget the cached configs of KERNEL (a name or a prefix of names), or of "
+                                        "every kernel.")
+    cl.add_argument("kernel", metavar="KERNEL", nargs="?", default=None,
+                    help="a kernel name or a prefix of names (default: every kernel)")
+    cl.add_argument("--failures", action="store_true",
+                    help="forget only configs that failed, were wrong, crashed or were pruned (so they are tried "
+                         "again); keep the measured ones")
+    c.set_defaults(cache_parser=c)
+    return c
+
+
+def run(args, console=None) -> int:
+    """Run a parsed ``tritonkit cache`` command; returns the exit status (see the module).
+
+    Raises:
+        BadUsage: no action, ``show`` without a kernel, or a cache directory that cannot be used.
+    """
+    from rich.console import Console
+
+    from ..report.tune import print_cache_entries, print_cache_list
+    from ..tune import TuneCache
+    from ..tune._cache import TuneCacheError
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            console = Console(width=160)  # piped: do not fold the tables at 80 columns
+    action = getattr(args, "cache_action", None)
+    if action not in ("list", "show", "clear"):
+        parser = getattr(args, "cache_parser", None)
+        if parser is not None:
+            import sys
+            parser.print_usage(sys.stderr)
+        raise BadUsage("choose an action: list, show KERNEL or clear [KERNEL] [--failures]")
+    kernel = getattr(args, "kernel", None)
+    if action == "show" and not kernel:
+        raise BadUsage("give a kernel name")
+    cache = TuneCache(args.cache_dir) if getattr(args, "cache_dir", None) else TuneCache()
+    try:
+        if action == "list":
+            print_cache_list(list(cache.entries()), cache.directory, console)
+            return _status.OK
+        if action == "show":
+            entries = cache.show(kernel)
+            if not entries:
+                console.print(f"no cached kernel named {kernel!r} (or starting with it) in {cache.directory}",
+                              markup=False, highlight=False)
+                return _status.NOT_FOUND
+            print_cache_entries(entries, console)
+            return _status.OK
+        n = cache.clear(kernel, failures_only=bool(getattr(args, "failures", False)))
+    except TuneCacheError as e:
+        raise BadUsage(str(e)) from None
+    what = "failed config(s)" if args.failures else "config(s)"
+    scope = f" of {kernel!r}" if kernel else ""
+    console.print(f"removed {n} cached {what}{scope} from {cache.directory}", markup=False, highlight=False)
+    return _status.OK

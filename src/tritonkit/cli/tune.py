@@ -1,0 +1,155 @@
+"""``tritonkit tune [options] -- python SCRIPT.py ARGS``: run an unchanged script with every
+``@triton.autotune`` kernel tuned by tritonkit, in a child process that is run again when a config
+crashes it (a supervisor); then one row per kernel and key.
+
+Exit status: 0 the script ran; 2 bad usage; 3 the script failed (or kept crashing); 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Tuple
+
+from . import _status
+from ._status import BadUsage
+from ._target import Target, writable_path
+
+NAME = "tune"
+ORDER = 20
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``tune`` to the ``tritonkit`` subparsers."""
+    t = sub.add_parser("tune", help="run a script with its @triton.autotune kernels tuned by tritonkit",
+                       usage="tritonkit tune [--strategy S] [--budget N|SECONDS] [--no-cache] [--json FILE] "
+                             "[--restarts N] [--verbose] -- python SCRIPT.py [ARGS...]",
+                       description="Run SCRIPT (unchanged) with every @triton.autotune kernel tuned by tritonkit: "
+                                   "configs compiled in parallel, timed with L2 flushes and interleaved repeats, "
+                                   "checked against a reference, and remembered per config in the cache. A config "
+                                   "that crashes the process is recorded and the script is run again without it.")
+    t.add_argument("--strategy", help="exhaustive, random, tpe, coordinate, or the default (see `tritonkit tune "
+                                      "--list-strategies`); default: exhaustive for config lists, the default "
+                                      "strategy with 20%% of the space for spaces and budgets")
+    t.add_argument("--budget", help="configs per key (60), a share of the configs (20%%), seconds (30s), or both "
+                                    "(60,30s)")
+    t.add_argument("--no-cache", action="store_true", help="do not read or keep earlier measurements (a "
+                                                           "temporary cache still carries crashes across restarts)")
+    t.add_argument("--cache-dir", metavar="DIR", help="the tuning cache's directory (default "
+                                                       "$TRITONKIT_CACHE_DIR or ~/.cache/tritonkit/tune)")
+    t.add_argument("--json", metavar="FILE", help="write every kernel's and key's results as JSON")
+    t.add_argument("--restarts", type=int, default=10, metavar="N",
+                   help="how many times a crashed script is run again (default 10)")
+    t.add_argument("--verbose", action="store_true", help="print every config's outcome as it is decided")
+    t.add_argument("--list-strategies", action="store_true", help="list the search strategies and exit")
+    t.add_argument("target", nargs="*", help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
+    return t
+
+
+def run(args, console=None) -> int:
+    """Run ``tritonkit tune`` (the supervisor); returns the exit status (see the module).
+
+    Args:
+        args: the parsed arguments.
+        console: a rich Console (tests pass a recording one).
+    """
+    from rich.console import Console
+
+    from .._io import atomic_write_text
+    from ..report.tune import render_results
+    from ..tune import EXIT_CONTEXT_POISONED, Budget
+    from ..tune.strategies import DEFAULT_STRATEGY, STRATEGIES
+    console = console or Console()
+    if args.list_strategies:
+        for name, cls in STRATEGIES.items():
+            doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+            console.print(f"{name}{' (default)' if name == DEFAULT_STRATEGY else ''}: {doc}")
+        return _status.OK
+    if args.strategy and args.strategy not in STRATEGIES:
+        raise BadUsage(f"unknown strategy {args.strategy!r}; choose from {', '.join(STRATEGIES)}")
+    try:
+        Budget.parse(args.budget, space_size=100)
+    except ValueError as e:
+        raise BadUsage(f"--budget: {e}") from None
+    if args.restarts < 0:
+        raise BadUsage("--restarts must be 0 or more")
+    target = Target.parse(args.target)
+    if args.json:
+        writable_path(args.json, "--json")
+    work = tempfile.mkdtemp(prefix="tritonkit-tune-")
+    report = os.path.join(work, "results.jsonl")
+    env = dict(os.environ, TRITONKIT_TUNE_SUPERVISED="1", TRITONKIT_TUNE_REPORT=report)
+    for name, value in (("STRATEGY", args.strategy), ("BUDGET", args.budget)):
+        if value:
+            env[f"TRITONKIT_TUNE_{name}"] = value
+    if args.verbose:
+        env["TRITONKIT_TUNE_VERBOSE"] = "1"
+    if args.no_cache:
+        env["TRITONKIT_CACHE_DIR"] = os.path.join(work, "cache")
+    elif args.cache_dir:
+        env["TRITONKIT_CACHE_DIR"] = os.path.abspath(args.cache_dir)
+    cmd = [sys.executable, "-m", "tritonkit.cli._child", "tune", *target.words()]
+    restarts, status = 0, _status.OK
+    try:
+        while True:
+            proc = subprocess.run(cmd, env=env)
+            crashed = proc.returncode < 0 or proc.returncode == EXIT_CONTEXT_POISONED
+            if crashed and restarts < args.restarts:
+                restarts += 1
+                why = f"signal {-proc.returncode}" if proc.returncode < 0 else "a config broke the CUDA context"
+                console.print(f"[yellow]tritonkit tune: the script stopped ({why}); the config is recorded as "
+                              f"crashed; running it again ({restarts}/{args.restarts})[/yellow]")
+                continue
+            if crashed:
+                console.print(f"[red]tritonkit tune: the script crashed again after {restarts} restarts; giving up"
+                              f"[/red]")
+                status = _status.SCRIPT_FAILED
+            elif proc.returncode != 0:
+                status = _status.SCRIPT_FAILED
+            break
+        results = merge_reports(report)
+        render_results(results, console, restarts)
+        if args.json:
+            atomic_write_text(args.json, json.dumps({"results": [r.to_dict() for r in results], "restarts": restarts},
+                                                    indent=1) + "\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return status
+
+
+def merge_reports(path: str) -> List:
+    """The :class:`~tritonkit.tune.TuneResult` s a (possibly restarted) script reported, one per
+    kernel and key: trials of every run merged (a measurement beats a cache answer for the same
+    config), tuning seconds summed. Lines cut by a crash are skipped."""
+    from ..tune import TuneResult
+    merged: Dict[Tuple[str, Tuple[str, ...]], TuneResult] = {}
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                r = TuneResult.from_dict(json.loads(line))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut by a crash
+            k = (r.kernel, tuple(r.key))
+            if k not in merged:
+                merged[k] = r
+                continue
+            m = merged[k]
+            by_key = {t.key: t for t in m.trials}
+            for t in r.trials:
+                old = by_key.get(t.key)
+                if old is None or (old.source == "cache" and t.source != "cache"):
+                    by_key[t.key] = t
+            m.trials = list(by_key.values())
+            m.tuning_s += r.tuning_s
+            m.flops = m.flops or r.flops
+            m.bytes = m.bytes or r.bytes
+    return list(merged.values())
