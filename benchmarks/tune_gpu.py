@@ -1,4 +1,5 @@
-"""``tritonkit tune`` against ``triton.autotune`` on the GPU (issue 6's speed goals).
+"""``tritonkit tune`` against ``triton.autotune`` on the GPU (the goals of docs/benchmarks.md's
+"Tuning on the H100").
 
 Parts (``--parts``, default all):
 

@@ -27,6 +27,8 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .._imports import require
+
 
 @dataclass
 class TimingOptions:
@@ -132,8 +134,14 @@ def time_interleaved(n: int, timer: RoundTimer, options: TimingOptions = TimingO
                      rng: Optional[np.random.Generator] = None) -> List[Timing]:
     """Time ``n`` configs through ``timer`` in interleaved rounds (see the module's docstring).
 
+    Args:
+        n: how many configs (indices ``0 .. n-1`` of ``timer``).
+        timer: runs and times them (:class:`RoundTimer`).
+        options: :class:`TimingOptions` (sample counts, when to use CUDA graphs, re-timing).
+        rng: the source of the rounds' random orders (default seeded with 0).
+
     Returns:
-        one :class:`Timing` per config, in index order.
+        one :class:`Timing` per config, in index order (samples in ms per launch).
     """
     rng = rng or np.random.default_rng(0)
     idx = list(range(n))
@@ -184,8 +192,13 @@ def time_interleaved(n: int, timer: RoundTimer, options: TimingOptions = TimingO
 
 
 class Clocks:
-    """GPU clocks through NVML (nvidia-ml-py); every method returns None where NVML is unavailable.
-    :meth:`shared` gives one instance per device and process (NVML's start-up is not free)."""
+    """GPU clocks through NVML (nvidia-ml-py, the ``tune`` extra); every method returns None where
+    NVML is unavailable (not installed, no driver, no such device): timing goes on without clocks.
+    :meth:`shared` gives one instance per device and process (NVML's start-up is not free).
+
+    Args:
+        device_index: the CUDA device (NVML's index).
+    """
 
     _shared: dict = {}
 
@@ -199,7 +212,7 @@ class Clocks:
     def __init__(self, device_index: int = 0):
         self._handle = None
         try:
-            import pynvml
+            pynvml = require("pynvml", "SM and memory clocks during timing")
             pynvml.nvmlInit()
             self._nvml = pynvml
             self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
@@ -257,6 +270,9 @@ class CudaRoundTimer(RoundTimer):
         self._launches = [1] * len(self.calls)
 
     def prepare(self, index: int, graph: bool, launches: int) -> None:
+        """Capture config ``index`` as a CUDA graph of ``launches`` launches where ``graph`` (not
+        when arguments must be restored between samples, nor when capture fails: then it keeps
+        event timing of single launches)."""
         if not graph or self.restore is not None:
             return
         torch = self.torch
@@ -276,6 +292,8 @@ class CudaRoundTimer(RoundTimer):
         self._launches[index] = launches
 
     def warmup(self, indices: Sequence[int], ms: float) -> None:
+        """Run the configs ``indices`` in turn, untimed, until about ``ms`` of GPU time is spent
+        (at most 1000 rounds)."""
         torch = self.torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         spent, rounds = 0.0, 0
@@ -289,6 +307,8 @@ class CudaRoundTimer(RoundTimer):
             rounds += 1
 
     def round(self, indices: Sequence[int]) -> List[float]:
+        """One sample of each config in ``indices``, in that order, with CUDA events: ms per launch
+        (a graph's replay divided by its launches), L2 flushed before each single launch."""
         torch = self.torch
         events = []
         for i in indices:
@@ -310,6 +330,7 @@ class CudaRoundTimer(RoundTimer):
                 for i, s, e in events]
 
     def clocks(self) -> Tuple[Optional[float], Optional[float]]:
+        """(SM, memory) clocks in MHz now (NVML), or (None, None)."""
         return self._clocks.read() if self._clocks else (None, None)
 
 
@@ -327,6 +348,7 @@ class WallRoundTimer(RoundTimer):
         self.restore = restore
 
     def round(self, indices: Sequence[int]) -> List[float]:
+        """One sample of each config in ``indices``, in that order: host-clock ms per call."""
         import time
         out = []
         for i in indices:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 from ._result import Trial
+from ._runner_api import Runner
 from ._space import Point, Space, point_key
 
 
@@ -81,7 +82,8 @@ class Evaluator:
     Args:
         candidates: the legal points (after constraints and pruning); anything else evaluates to
             ``inf`` without spending budget.
-        measure: the runner: takes a batch of new points and returns one :class:`Trial` each, in order.
+        measure: the runner (:class:`~tritonkit.tune._runner_api.Runner`): takes a batch of new,
+            distinct candidates and returns one :class:`Trial` each, in order (times in ms).
         budget: when to stop.
         lookup: the cache: a point's earlier :class:`Trial`, or None (a hit spends one evaluation
             but no time).
@@ -89,7 +91,7 @@ class Evaluator:
         clock: seconds, monotonic (a parameter so tests control time).
     """
 
-    def __init__(self, candidates: Sequence[Point], measure: Callable[[List[Point]], List[Trial]],
+    def __init__(self, candidates: Sequence[Point], measure: Runner,
                  budget: Budget = Budget(), lookup: Optional[Callable[[Point], Optional[Trial]]] = None,
                  on_trial: Optional[Callable[[Trial], None]] = None, clock: Callable[[], float] = time.monotonic):
         if not candidates:
@@ -189,7 +191,11 @@ class Evaluator:
         return [self.trials[k].ms if k in self.trials else math.inf for k in keys]
 
     def evaluate_one(self, point: Point) -> float:
-        """:meth:`evaluate` for one point."""
+        """:meth:`evaluate` for one point: its ms (``inf`` where it failed or is not a candidate).
+
+        Raises:
+            BudgetExhausted: the budget is spent and ``point`` was not evaluated yet.
+        """
         return self.evaluate([point])[0]
 
     def _decide(self, key: str, trial: Trial) -> None:

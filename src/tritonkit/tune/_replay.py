@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ._result import Trial
+from ._runner_api import Runner
 from ._space import Point, parse_point_key, point_from_triton_str, point_key
 
 Landscape = Union[Mapping[str, Optional[float]], Iterable[Tuple[Mapping[str, Any], Optional[float]]]]
@@ -43,8 +44,9 @@ def _to_ms(value: Any) -> float:
     return value if math.isfinite(value) and value > 0 else math.inf
 
 
-class ReplayRunner:
-    """A runner that looks configs up in a recorded landscape instead of timing them.
+class ReplayRunner(Runner):
+    """A runner (:class:`~tritonkit.tune._runner_api.Runner`) that looks configs up in a recorded
+    landscape instead of timing them.
 
     Call it with a list of points (as :class:`~tritonkit.tune._evaluator.Evaluator` does) to get one
     :class:`~tritonkit.tune.Trial` per point, ``source="replay"``: ``ok`` with the recorded median

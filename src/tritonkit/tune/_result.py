@@ -1,5 +1,7 @@
 """Plain result objects of the tuner: one :class:`Trial` per config measured, one :class:`TuneResult`
-per kernel and key. Both round-trip through JSON (``to_dict`` / ``from_dict``)."""
+per kernel and key, one :class:`TuneReport` per ``tritonkit tune`` run. Each round-trips through
+JSON (``to_dict`` / ``from_dict``): trials go to the cache file, results from the tuned script's
+process to its supervisor, reports to ``tritonkit tune --json`` and the doctor."""
 from __future__ import annotations
 
 import math
@@ -147,11 +149,12 @@ class TuneResult:
         return self.bytes / (t.ms * 1e-3) / 1e9
 
     def to_dict(self) -> Dict[str, Any]:
-        """Plain JSON data, with the winner's key and every trial."""
+        """Plain JSON data, with the winner's key (derived: :meth:`from_dict` does not read it) and
+        every trial."""
         w = self.winner
         return {"kernel": self.kernel, "key": list(self.key), "strategy": self.strategy, "tuning_s": self.tuning_s,
-                "compile_s": self.compile_s, "check_s": self.check_s, "timing_s": self.timing_s, "flops": self.flops, "bytes": self.bytes, "winner": w.key if w else None,
-                "trials": [t.to_dict() for t in self.trials]}
+                "compile_s": self.compile_s, "check_s": self.check_s, "timing_s": self.timing_s, "flops": self.flops,
+                "bytes": self.bytes, "winner": w.key if w else None, "trials": [t.to_dict() for t in self.trials]}
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "TuneResult":
@@ -159,8 +162,44 @@ class TuneResult:
 
         Raises:
             KeyError: ``kernel`` or ``key`` is missing.
+            ValueError: a trial has an unknown status.
         """
         return cls(kernel=d["kernel"], key=list(d["key"]), trials=[Trial.from_dict(t) for t in d.get("trials", [])],
                    tuning_s=float(d.get("tuning_s", 0.0)), strategy=d.get("strategy", ""), flops=d.get("flops"),
-                   bytes=d.get("bytes"), compile_s=float(d.get("compile_s", 0.0)), check_s=float(d.get("check_s", 0.0)),
-                   timing_s=float(d.get("timing_s", 0.0)))
+                   bytes=d.get("bytes"), compile_s=float(d.get("compile_s", 0.0)),
+                   check_s=float(d.get("check_s", 0.0)), timing_s=float(d.get("timing_s", 0.0)))
+
+
+@dataclass
+class TuneReport:
+    """What one ``tritonkit tune`` run tuned (its ``--json`` file; the doctor's ``tune`` part).
+
+    Attributes:
+        results: one :class:`TuneResult` per kernel and key, every run of a restarted script merged.
+        restarts: how many times the script was run again after a crash.
+    """
+
+    results: List[TuneResult] = field(default_factory=list)
+    restarts: int = 0
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain JSON data: ``{"results": [TuneResult dicts], "restarts": n}``."""
+        return {"results": [r.to_dict() for r in self.results], "restarts": self.restarts}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "TuneReport":
+        """The inverse of :meth:`to_dict`. Results that cannot be read (no ``kernel`` or ``key``, or
+        not a mapping) are left out rather than failing the whole report.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        if not isinstance(d, dict):
+            raise TypeError(f"a tune report is a JSON object, not {type(d).__name__}")
+        results = []
+        for r in d.get("results") or []:
+            try:
+                results.append(TuneResult.from_dict(r))
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+        return cls(results=results, restarts=int(d.get("restarts") or 0))

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ._bench import Clocks, CudaRoundTimer, TimingOptions, WallRoundTimer, time_interleaved
 from ._result import Trial
+from ._runner_api import Runner
 from ._space import Point, point_key
 
 #: Errors that mean "this config cannot run" (Triton's own classes are matched by name so the
@@ -99,8 +100,9 @@ class RunnerStats:
     reads_own_output: bool = False
 
 
-class LaunchRunner:
-    """Measure configs of one kernel on the arguments of the launch that triggered tuning.
+class LaunchRunner(Runner):
+    """Measure configs of one kernel on the arguments of the launch that triggered tuning (a
+    :class:`~tritonkit.tune._runner_api.Runner`).
 
     Args:
         fn: what the autotuner wraps (a ``JITFunction`` or ``Heuristics``); launched through
@@ -190,8 +192,16 @@ class LaunchRunner:
             self.post_hook(full, None)
 
     # ------------------------------------------------------------------ batch
-    def __call__(self, points: List[Point]) -> List[Trial]:
-        """One :class:`Trial` per point, in order.
+    def __call__(self, points: Sequence[Point]) -> List[Trial]:
+        """Compile, run once and check, then time ``points`` (see the module's docstring).
+
+        Args:
+            points: the configs to measure (keys of ``configs``).
+
+        Returns:
+            One :class:`Trial` per point, in order: ``ok`` with the median ms per launch, ``failed``
+            (did not compile or launch), or ``wrong`` (outputs differ from the reference);
+            ``source`` is ``gpu`` or ``cpu``.
 
         Raises:
             ContextPoisoned: a config broke the CUDA context (after recording nothing else: the

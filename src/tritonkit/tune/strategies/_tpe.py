@@ -1,12 +1,14 @@
 """Bayesian search with Optuna's TPE sampler (Tree-structured Parzen Estimator), through ask/tell.
 
-Optuna is imported lazily, when a search starts. Each parameter that takes more than one value
-becomes one Optuna parameter over the *indices* of its choices: an integer (ordinal) parameter
-when every choice is a number (block sizes, warps, stages: their order means something), else a
-categorical one. A proposal that is not a candidate (a constraint or pruning left it out) is told
-to Optuna as a very bad result without spending budget; one that repeats an evaluated point is
-told that point's time. After ``max_misses`` such proposals in a row, a random unevaluated
-candidate is evaluated instead (and told to Optuna), so the search always progresses.
+Optuna is imported when a search starts (through :func:`tritonkit._imports.require`: without it,
+:class:`~tritonkit._imports.MissingDependency` names ``pip install 'tritonkit[tune]'``), not when
+the strategy is made. Each parameter that takes more than one value becomes one Optuna parameter
+over the *indices* of its choices: an integer (ordinal) parameter when every choice is a number
+(block sizes, warps, stages: their order means something), else a categorical one. A proposal
+that is not a candidate (a constraint or pruning left it out) is told to Optuna as a very bad
+result without spending budget; one that repeats an evaluated point is told that point's time.
+After ``max_misses`` such proposals in a row, a random unevaluated candidate is evaluated instead
+(and told to Optuna), so the search always progresses.
 """
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ import contextlib
 import math
 import numbers
 import warnings
+from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..._imports import require
 from .._evaluator import Evaluator
 from .._space import Point, point_key
 from ._base import Strategy
@@ -27,17 +31,22 @@ from ._common import CandidateIndex
 PENALTY = 1e30
 
 
-def _import_optuna():
-    try:
-        import optuna
-    except ImportError as e:  # pragma: no cover - optuna is a dependency
-        raise ImportError("the 'tpe' and 'hybrid' strategies need optuna: pip install optuna") from e
-    return optuna
+def _import_optuna() -> ModuleType:
+    """The optuna module.
+
+    Raises:
+        MissingDependency: Optuna is not installed (``pip install 'tritonkit[tune]'``).
+    """
+    return require("optuna", "the 'tpe' and 'hybrid' strategies")
 
 
 @contextlib.contextmanager
 def quiet_optuna():
-    """Silence Optuna's per-trial INFO logging for the duration of a search, then restore its level."""
+    """Silence Optuna's per-trial INFO logging for the duration of a search, then restore its level.
+
+    Raises:
+        MissingDependency: Optuna is not installed (``pip install 'tritonkit[tune]'``).
+    """
     optuna = _import_optuna()
     before = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -59,6 +68,9 @@ class TPEProposer:
             parameter is categorical).
         multivariate: model the parameters jointly (Optuna's multivariate TPE) rather than one by one.
         gamma: share of the results that TPE treats as "good" (Optuna's default is 10%, at most 25).
+
+    Raises:
+        MissingDependency: Optuna is not installed (``pip install 'tritonkit[tune]'``).
     """
 
     def __init__(self, index: CandidateIndex, seed: int, startup: int = 10, ordinal: bool = True,
@@ -95,10 +107,12 @@ class TPEProposer:
         return key, (self.index.points[row] if row is not None else point)
 
     def encode(self, point: Point) -> Dict[str, int]:
+        """Optuna parameters (value indices; -1 where a value is not a choice) of ``point``."""
         return dict(zip(self.index.names, self.index.index(point)))
 
     @staticmethod
     def value(ms: float) -> float:
+        """What Optuna is told for a time in ms: the time, or :data:`PENALTY` where it is not finite."""
         return ms if ms is not None and math.isfinite(ms) else PENALTY
 
     # ------------------------------------------------------------------ ask / tell

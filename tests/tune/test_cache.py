@@ -1,4 +1,5 @@
-"""The persistent tuning cache (tritonkit.tune._cache) and ``tritonkit cache`` (tritonkit.cli.cache)."""
+"""The persistent tuning cache (tritonkit.tune._cache: its format, files, crash journal and store) and
+``tritonkit cache`` (tritonkit.cli.cache)."""
 import argparse
 import io
 import json
@@ -11,11 +12,10 @@ import warnings
 import pytest
 from rich.console import Console
 
-from tritonkit.tune import _cache as cache_mod
-from tritonkit.tune._cache import (KernelId, TuneCache, TuneCacheError, TuneCacheWarning, default_cache_dir,
-                                   source_hash)
 from tritonkit.cli import cache as cache_cmd
 from tritonkit.cli import main
+from tritonkit.tune._cache import (KernelId, TuneCache, TuneCacheError, TuneCacheWarning, _files, _journal,
+                                   default_cache_dir, source_hash)
 from tritonkit.tune._result import Trial
 
 KID = KernelId("matmul", source_hash("def matmul(): pass"), "3.6.0", "NVIDIA H100 80GB HBM3")
@@ -208,7 +208,7 @@ def test_crash_during_write_keeps_previous_file(tmp_path, monkeypatch, target):
         raise OSError(28, "No space left on device") if target != "json.dump" else RuntimeError("killed mid-write")
 
     module, name = target.split(".")
-    monkeypatch.setattr(cache_mod.json if module == "json" else cache_mod.os, name, boom)
+    monkeypatch.setattr(_files.json if module == "json" else _files.os, name, boom)
     with pytest.raises((RuntimeError, TuneCacheError)) as e:
         c.record(KID, KEY, ok(P(128), 0.25))
     if target != "json.dump":
@@ -231,7 +231,7 @@ def test_unusable_cache_directory_says_how_to_choose_another(tmp_path, monkeypat
         raise PermissionError(13, "Permission denied")
 
     c = TuneCache(tmp_path / "cache")
-    monkeypatch.setattr(cache_mod.os, "listdir", denied)
+    monkeypatch.setattr(_files.os, "listdir", denied)
     with pytest.raises(TuneCacheError, match="Permission denied.*TRITONKIT_CACHE_DIR"):
         list(c.entries())
 
@@ -330,7 +330,7 @@ def test_journal_leaves_markers_of_other_hosts(tmp_path):
     marker["host"], marker["pid"] = "some-other-host", 999999999
     json.dump(doc, open(path, "w"))
     assert c.recover() == []
-    marker["host"] = cache_mod.socket.gethostname()
+    marker["host"] = _journal.socket.gethostname()
     json.dump(doc, open(path, "w"))
     assert [r.trial.status for r in c.recover()] == ["crashed"]
 

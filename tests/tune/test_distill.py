@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from tritonkit.tune._distill import distill, evaluate  # noqa: E402
 from tritonkit.cli import distill as distill_cmd  # noqa: E402
 from tritonkit.cli._status import BadUsage  # noqa: E402
+from tritonkit.tune._distill import Distilled, Regret, distill, evaluate, render_source  # noqa: E402
 from tritonkit.tune._result import Trial, TuneResult  # noqa: E402
 from tritonkit.tune._space import point_key  # noqa: E402
 
@@ -316,3 +316,73 @@ def test_ratio_feature_where_it_helps():
         assert ns["choose_config"](args) == d.choose_config(args) == d.predict([str(M), str(N), str(K), "torch.float16"])
     assert ns["choose_config"]({"M": 64, "N": 4096, "K": 64})["BLOCK_M"] == 64
     assert ns["choose_config"]({"M": 16384, "N": 256, "K": 64})["BLOCK_M"] == 128
+
+
+def _sparse():
+    """Six keys: A wins at the five small ones and is not measured at the large one, where only B ran."""
+    A = {"BLOCK": 64, "num_warps": 4, "num_stages": 3}
+    B = {"BLOCK": 128, "num_warps": 4, "num_stages": 3}
+    results = [TuneResult("k", [str(m)], [Trial(A, ms=m * 1e-3), Trial(B, ms=m * 2e-3)])
+               for m in (16, 32, 64, 128, 256)]
+    return results + [TuneResult("k", ["65536"], [Trial(B, ms=1.0)])]
+
+
+@pytest.mark.parametrize("case", ["numbers", "ratio", "dtypes", "sparse"])
+def test_distilled_round_trips_through_its_json(case, mm):
+    """What ``tritonkit distill --json`` writes reads back (Distilled.from_dict) as the same result,
+    with a tree that picks the same configs and renders the same module."""
+    if case == "numbers":
+        results, d = mm
+    elif case == "ratio":
+        results = synthetic(n_keys=48, seed=4, rule=rule_ratio)
+        d = distill(results, ["M", "N", "K"])
+        assert d.ratios and "M/N" in d.splits_on()
+    elif case == "dtypes":
+        results = synthetic(n_keys=48, seed=3, dtypes=("torch.float16", "torch.float32"), out_dtype="torch.float32")
+        d = distill(results, ["M", "N", "K"])
+        assert "dtype0 == 'torch.float16'" in d.splits_on()
+    else:
+        results = _sparse()
+        d = distill(results, ["M"], folds=None)
+    data = json.loads(json.dumps(d.to_dict(), indent=1, default=str))  # as the command writes it
+    back = Distilled.from_dict(data)
+    assert back == d
+    assert back.to_dict() == d.to_dict()
+    assert back.splits_on() == d.splits_on() and back.leaf_counts() == d.leaf_counts()
+    assert back.meets_goal == d.meets_goal
+    assert render_source(back) == d.source
+    rng = random.Random(7)
+    keys = [r.key for r in results]
+    if case != "sparse":
+        for _ in range(100):
+            key = [str(rng.randint(1, 40000)), str(rng.choice([1, 300, 8192])), str(rng.randint(1, 9000)),
+                   rng.choice(["torch.float16", "torch.float32"])]
+            keys.append(key + (["torch.float32"] if case == "dtypes" else []))
+    for key in keys:
+        assert back.predict(key) == d.predict(key)
+        if case == "sparse":
+            args = {"M": int(key[0])}
+        else:
+            args = {"a_ptr": FakeTensor(key[3]), "M": int(key[0]), "N": int(key[1]), "K": int(key[2])}
+            if case == "dtypes":
+                args["c_ptr"] = FakeTensor(key[4])
+        assert back.choose_config(args) == d.choose_config(args)
+
+
+def test_regret_round_trips(mm):
+    _, d = mm
+    for r in (d.held_out, d.baseline, d.training):
+        assert Regret.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+
+
+def test_distilled_without_a_tree_keeps_its_fields_but_cannot_predict(mm):
+    _, d = mm
+    data = d.to_dict()
+    data["tree"] = None
+    bare = Distilled.from_dict(data)
+    assert bare == d  # every plain field
+    assert bare.splits_on() == [] and bare.leaf_counts() == {}
+    with pytest.raises(ValueError, match="no tree"):
+        bare.predict(["1024", "1024", "1024", "torch.float16"])
+    with pytest.raises(ValueError, match="no tree"):
+        bare.choose_config({"M": 1024, "N": 1024, "K": 1024})

@@ -1,0 +1,261 @@
+"""The tuning cache's files on disk: the directory, one lock per file, atomic read-modify-writes,
+and files that cannot be read moved aside.
+
+Every write is a read-modify-write under a :class:`filelock.FileLock` on ``<file>.lock`` (filelock
+is imported when the first lock is taken, through :func:`tritonkit._imports.require`: without it,
+:class:`~tritonkit._imports.MissingDependency` names ``pip install 'tritonkit[tune]'``) and lands
+through an atomic replace, so concurrent tuners merge their entries and a crash (of the process,
+or in the middle of a write) loses nothing recorded before it. A file that cannot be read (bad
+JSON, another format version, a wrong structure: :func:`~._format.validate`) is moved aside to
+``<file>.corrupt-<timestamp>`` with a :class:`TuneCacheWarning` and started afresh; other files are
+never touched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import warnings
+from types import ModuleType
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from ..._imports import require
+from ..._io import atomic_write
+from ._format import validate
+
+#: environment variable that overrides the default cache directory.
+ENV_DIR = "TRITONKIT_CACHE_DIR"
+#: how long a write waits for another process's lock on the same file, in seconds.
+DEFAULT_LOCK_TIMEOUT_S = 60.0
+
+#: what an update function returns: True (write the document), False (leave the file), or
+#: ``"remove"`` (delete the file).
+Action = Union[bool, str]
+
+
+class TuneCacheWarning(UserWarning):
+    """A cache file could not be read and was moved aside (the warning says which, why and where)."""
+
+
+class TuneCacheError(OSError):
+    """The cache directory or one of its files cannot be used (permissions, a full disk, a lock
+    held too long); the message says how to choose another directory."""
+
+
+def default_cache_dir() -> str:
+    """The cache directory used when none is given.
+
+    Returns:
+        ``$TRITONKIT_CACHE_DIR`` where set (``~`` expanded), else ``~/.cache/tritonkit/tune``.
+    """
+    env = os.environ.get(ENV_DIR, "").strip()
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    return os.path.join(os.path.expanduser("~"), ".cache", "tritonkit", "tune")
+
+
+def _filelock() -> ModuleType:
+    """The filelock module.
+
+    Raises:
+        MissingDependency: filelock is not installed (``pip install 'tritonkit[tune]'``).
+    """
+    return require("filelock", "the tuning cache")
+
+
+class CacheFiles:
+    """The JSON documents of one cache directory, read and written safely from several processes
+    and threads at once.
+
+    Args:
+        directory: the cache directory (absolute); nothing is created until the first write.
+        lock_timeout: seconds a write waits for another process's lock on the same file before
+            raising :class:`TuneCacheError`.
+        durable: fsync every write (and its directory); see :class:`~tritonkit.tune.TuneCache`.
+    """
+
+    def __init__(self, directory: str, lock_timeout: float, durable: bool):
+        self.directory = directory
+        self.lock_timeout = float(lock_timeout)
+        self.durable = durable
+        self._memo: Dict[str, Tuple[Tuple[int, int, int], Dict[str, Any]]] = {}
+        self._memo_lock = threading.Lock()
+
+    def list(self) -> List[str]:
+        """Every ``*.json`` file of the directory, sorted (empty when the directory does not exist).
+
+        Raises:
+            TuneCacheError: the directory cannot be listed.
+        """
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise self.error("cannot list", e) from e
+        return sorted(os.path.join(self.directory, n) for n in names if n.endswith(".json"))
+
+    def error(self, what: str, e: OSError, path: Optional[str] = None) -> TuneCacheError:
+        """A :class:`TuneCacheError` for ``what`` failed on ``path`` (default the directory), saying
+        how to choose another directory."""
+        where = path or self.directory
+        return TuneCacheError(f"tuning cache: {what} {where}: {e.strerror or e}. Choose another cache directory "
+                              f"with the {ENV_DIR} environment variable (or the cache directory argument).")
+
+    def read(self, path: str) -> Optional[Dict[str, Any]]:
+        """The parsed, validated document at ``path`` (None when there is none); a corrupt file is
+        moved aside (under the lock, with a :class:`TuneCacheWarning`) and None returned. Documents
+        are remembered until the file changes (inode, mtime, size).
+
+        Raises:
+            TuneCacheError: the file exists but cannot be read.
+            MissingDependency: the file is corrupt and filelock, needed to move it aside, is missing.
+        """
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise self.error("cannot read", e, path) from e
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        with self._memo_lock:
+            hit = self._memo.get(path)
+        if hit is not None and hit[0] == sig:
+            return hit[1]
+        doc, problem = self.load(path)
+        if problem is None:
+            if doc is not None:
+                with self._memo_lock:
+                    self._memo[path] = (sig, doc)
+            return doc
+        with self.lock(path):  # re-check under the lock: a writer may have replaced it meanwhile
+            doc, problem = self.load(path)
+            if problem is not None:
+                self.quarantine(path, problem)
+                return None
+        return doc
+
+    def load(self, path: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+        """Parse ``path`` without a lock: (document, None), (None, None) when missing, or (None, what
+        is wrong with it).
+
+        Raises:
+            TuneCacheError: the file exists but cannot be read.
+        """
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None, None
+        except OSError as e:
+            raise self.error("cannot read", e, path) from e
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            return None, f"it is not valid JSON ({e})"
+        return doc, validate(doc)
+
+    def quarantine(self, path: str, problem: str) -> None:
+        """Move the unusable ``path`` to ``<path>.corrupt-<timestamp>`` and warn
+        (:class:`TuneCacheWarning`, naming the file, ``problem`` and where it went).
+
+        Raises:
+            TuneCacheError: the file cannot be moved.
+        """
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        dest, n = f"{path}.corrupt-{stamp}", 1
+        while os.path.exists(dest):
+            n += 1
+            dest = f"{path}.corrupt-{stamp}.{n}"
+        try:
+            os.replace(path, dest)
+        except OSError as e:
+            raise self.error("cannot move aside the unreadable file", e, path) from e
+        with self._memo_lock:
+            self._memo.pop(path, None)
+        warnings.warn(f"tuning cache file {path} could not be used: {problem}. The file was moved to {dest} and "
+                      f"that kernel's cache starts afresh (other cache files are untouched).",
+                      TuneCacheWarning, stacklevel=4)
+
+    def lock(self, path: str):
+        """The inter-process lock of ``path`` (a ``filelock.FileLock`` on ``<path>.lock``).
+
+        Raises:
+            MissingDependency: filelock is not installed.
+        """
+        return _filelock().FileLock(path + ".lock", timeout=self.lock_timeout)
+
+    def update(self, path: str, fn: Callable[[Dict[str, Any]], Action], create: bool,
+               new: Optional[Callable[[], Dict[str, Any]]] = None) -> None:
+        """Read-modify-write ``path`` under its lock.
+
+        Args:
+            path: the document's file.
+            fn: edits the document in place and returns True (write it), False (leave the file)
+                or ``"remove"`` (delete the file).
+            create: whether to go on where the file does not exist (else nothing happens).
+            new: makes the document to edit where there is none (None: nothing happens then).
+
+        Raises:
+            TuneCacheError: the directory or the file cannot be written, or another process held
+                the lock longer than ``lock_timeout``.
+            MissingDependency: filelock is not installed.
+            TypeError: from ``fn``, where a value cannot be written as JSON (nothing is written).
+        """
+        if not os.path.exists(path) and not create:
+            return
+        filelock = _filelock()
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as e:
+            raise self.error("cannot create", e) from e
+        try:
+            with filelock.FileLock(path + ".lock", timeout=self.lock_timeout):
+                doc, problem = self.load(path)
+                if problem is not None:
+                    self.quarantine(path, problem)
+                    doc = None
+                if doc is None:
+                    if new is None:
+                        return
+                    doc = new()
+                action = fn(doc)
+                if action == "remove":
+                    try:
+                        os.remove(path)
+                    except FileNotFoundError:
+                        pass
+                    with self._memo_lock:
+                        self._memo.pop(path, None)
+                elif action:
+                    doc["updated"] = time.time()
+                    self.write(path, doc)
+        except filelock.Timeout as e:
+            raise TuneCacheError(f"tuning cache: waited {self.lock_timeout:g} s for the lock {path}.lock held by "
+                                 f"another process; if no tuner is running, delete the lock file, or choose "
+                                 f"another cache directory with {ENV_DIR}") from e
+        except PermissionError as e:
+            raise self.error("cannot write", e, path) from e
+
+    def write(self, path: str, doc: Dict[str, Any]) -> None:
+        """Atomically replace ``path`` with ``doc`` as strict JSON (:func:`tritonkit._io.atomic_write`,
+        fsync where ``durable``); call it under the file's lock.
+
+        Raises:
+            TuneCacheError: the file cannot be written (the old one is left as it was).
+        """
+        def write(f) -> None:
+            json.dump(doc, f, indent=1, allow_nan=False)
+            f.write("\n")
+
+        try:
+            atomic_write(path, write, durable=self.durable)
+        except OSError as e:
+            raise self.error("cannot write", e, path) from e
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        with self._memo_lock:
+            self._memo[path] = ((st.st_ino, st.st_mtime_ns, st.st_size), doc)
