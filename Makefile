@@ -25,7 +25,7 @@ demo: $(STAMP)
 	  status=$$?; if [ $$status -ne 1 ]; then echo "demo: expected findings (exit 1), got exit $$status"; exit 1; fi
 	@echo "== exit status 1: findings (0 would mean none) =="
 
-# Chromium for tests/test_report_browser.py (the doctor's HTML page in a real browser): installed with apt-get
+# Chromium for tests/report/test_browser.py (the doctor's HTML page in a real browser): installed with apt-get
 # where it is missing and we are root on a machine with apt-get (a failed install stops here); elsewhere the
 # browser test is skipped.
 browser:

@@ -20,7 +20,7 @@ same kernels at 4x the size. Outputs are compared across modes (bit for bit) and
 before any timing is reported; peak memory is that of the arrays the batched run allocates
 (``tracemalloc``, a separate untimed run).
 
-Goals (issue 5): plain / batched >= 30x as a geometric mean over the suite, batched within 3x of
+Goals: plain / batched >= 30x as a geometric mean over the suite, batched within 3x of
 triton-viz's sanitizer, peak memory < 4 GiB. A ``PyTorch s`` column times PyTorch computing the
 same output in float32 with no check (eager, CPU): the floor for any tool that computes every output.
 
@@ -278,7 +278,7 @@ def _attention_case(bh: int, seq: int, d: int = 64) -> Case:
 
 
 def suite(quick: bool, large: bool = True) -> List[Case]:
-    """The fixed benchmark suite: each kernel at part 1's size and (``large``) at 4x the size;
+    """The fixed benchmark suite: each kernel at its base size and (``large``) at 4x the size;
     ``quick`` gives small sizes for a smoke test."""
     if quick:
         return [_add_case(1 << 16), _softmax_case(128, 256), _matmul_case(128, 128, 128), _layer_norm_case(128, 256),
@@ -510,7 +510,7 @@ def render(results: List[dict], info: Dict[str, str], repeat: int, quick: bool) 
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, seconds)")
-    p.add_argument("--base-only", action="store_true", help="only part 1's sizes, not the 4x ones")
+    p.add_argument("--base-only", action="store_true", help="only the base sizes, not the 4x ones")
     p.add_argument("--repeat", type=int, default=3, help="timed runs of the fast modes per case (default 3)")
     p.add_argument("--no-sequential", action="store_true", help="skip tritonkit one-at-a-time (slow at 4x sizes)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")

@@ -1,6 +1,6 @@
 """Which Liger-Kernel ops run on the CPU: Triton's own interpreter next to tritonkit's checked one.
 
-Every case of ``tests/liger_cases.py`` (each Liger-Kernel op that runs Triton kernels, forward and,
+Every case of ``tests/data/liger_cases.py`` (each Liger-Kernel op that runs Triton kernels, forward and,
 where Liger has one, backward, on small float32 CPU tensors) runs two ways:
 
 * ``plain interpreter``: Triton's interpreter, no tritonkit, in a fresh subprocess per op with
@@ -55,10 +55,13 @@ def _quiet() -> None:
 
 
 def _import_cases():
-    if TESTS_DIR not in sys.path:
-        sys.path.insert(0, TESTS_DIR)
-    import liger_cases
-    return liger_cases
+    """The Liger-Kernel cases the tests use (``tests/data/liger_cases.py``), loaded from its file."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("liger_cases", os.path.join(TESTS_DIR, "data", "liger_cases.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up while it runs
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _short(text: str, width: int = REASON_WIDTH) -> str:
@@ -237,7 +240,7 @@ def render(results: List[dict], info: Dict[str, str], liger_version: str) -> Non
         console.print("not run (Liger's host code needs a GPU), not counted: " +
                       "; ".join(f"{r['op']}: {escape(r['not_on_cpu'])}" for r in skipped))
     console.print("pass: no finding, and outputs and gradients within the case's tolerances of a float64 PyTorch "
-                  "reference (tests/liger_cases.py)")
+                  "reference (tests/data/liger_cases.py)")
     console.print(", ".join(f"{k}: {v}" for k, v in info.items()))
 
 

@@ -1,4 +1,5 @@
-"""``tritonkit profile`` on the examples (issue 7's goals), on a GPU.
+"""``tritonkit profile`` on the examples, on a GPU: what it reports of each, and where its figures
+come from.
 
 Runs the installed ``tritonkit`` CLI on ``examples/`` and collects what its ``--json`` says of each
 example's kernel: time, GB/s or TFLOP/s, % of the datasheet peak and of the measured ceiling, the

@@ -1,4 +1,5 @@
-"""``tritonkit profile`` on the GPU (issue 7's checks).
+"""``tritonkit profile`` on the GPU: measured ceilings, a side-by-side comparison, the profiler's
+overhead and its accuracy.
 
 Parts (``--parts``, default all):
 
@@ -40,7 +41,7 @@ def part_calibrate(log) -> Dict:
     ceiling = measure()
     save(torch.cuda.get_device_name(), ceiling)
     Console(width=160).print(ceiling_table(ceiling, current_peaks()))
-    return vars(ceiling)
+    return ceiling.to_dict()
 
 
 def part_compare(log) -> Dict:

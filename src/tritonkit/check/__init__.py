@@ -1,12 +1,21 @@
 """``tritonkit.check``: run Triton kernels on the CPU in a checked interpreter.
 
 Public names: :func:`checking`, :func:`check_launch`, :class:`CheckSession`, :class:`Finding`,
-:class:`CheckAborted`, :class:`UsageError`, :func:`mark_uninitialized`, :data:`CHECK_KINDS`.
-"""
-from ._launch import CheckAborted, LaunchRecord, UsageError
-from ._session import CheckSession, KernelSummary, active_session, check_launch, checking
-from .checks import CHECK_KINDS, mark_uninitialized
-from .findings import Finding
+:class:`CheckReport`, :class:`LaunchRecord`, :class:`KernelSummary`, :class:`CheckAborted`,
+:class:`InternalError`, :class:`UsageError`, :func:`mark_uninitialized`, :data:`CHECK_KINDS` (the
+checks one can ask for), :data:`FINDING_KINDS` (every kind a finding can have), :func:`write_json`.
 
-__all__ = ["checking", "check_launch", "CheckSession", "Finding", "CheckAborted", "UsageError", "LaunchRecord",
-           "KernelSummary", "active_session", "mark_uninitialized", "CHECK_KINDS"]
+How a launch runs, from Triton's launch path to a printed finding, is in ``docs/internals.md``:
+:mod:`.launch` (the procedure and the launch's state), :mod:`.engine` (batched, or one program at a
+time), :mod:`.interp` (the builders under Triton's front end), :mod:`.memory` (the address space),
+:mod:`.checks` (one module per finding kind), :mod:`.findings` (folding), :mod:`.session`.
+"""
+from .checks import CHECK_KINDS, FINDING_KINDS, mark_uninitialized
+from .errors import CheckAborted, InternalError, UsageError
+from .findings import Finding, write_json
+from .results import CheckReport, KernelSummary, LaunchRecord
+from .session import CheckSession, active_session, check_launch, checking
+
+__all__ = ["checking", "check_launch", "CheckSession", "Finding", "CheckReport", "CheckAborted", "InternalError",
+           "UsageError", "LaunchRecord", "KernelSummary", "active_session", "mark_uninitialized", "CHECK_KINDS",
+           "FINDING_KINDS", "write_json"]

@@ -3,6 +3,10 @@
 A *violation* is one bad access of one program (one load/store/atomic op, the lanes that broke a
 rule). Violations of the same rule at the same place (kind, kernel, file, line, argument) are
 folded into one :class:`Finding` with counts, the first program ids and the elements touched.
+
+Nothing here knows a finding kind by name: how a kind's findings fold and read (message, hint)
+comes from its description (a :class:`KindRules`, declared by the check that makes the kind, see
+:mod:`tritonkit.check.checks`), which the session hands to the :class:`FindingLog`.
 """
 from __future__ import annotations
 
@@ -11,20 +15,50 @@ import json
 import linecache
 import math
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+import typing
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
-KINDS = ("out_of_bounds", "undefined_value", "data_race", "uninitialized_read", "nan_inf", "int_overflow",
-         "assert_failed",
-         "unsupported", "timeout", "kernel_error")
 _MAX_PROGRAMS = 8  # program ids kept in a finding
 _MAX_ELEMENTS = 1 << 16  # distinct element offsets kept per finding to describe them
 _SHOWN_INDICES = 8
-# kinds placed on the line where a bad value was made: one finding per line, whatever it then reached
-_BY_ORIGIN = ("int_overflow", "nan_inf")
-# kinds whose message quotes one occurrence's values: the first occurrence's message stands for all
-_FIRST_MESSAGE_ONLY = ("int_overflow", "nan_inf", "uninitialized_read", "undefined_value")
+
+
+class KindRules(Protocol):
+    """How the findings of one kind fold and read (implemented by
+    :class:`tritonkit.check.checks.base.FindingKind`).
+
+    Attributes:
+        by_origin: findings are placed on the line where a bad value was made and folded by that
+            line, whatever the value then reached (not also by the argument).
+        first_message_only: the first occurrence's message stands for all (it quotes values).
+    """
+
+    by_origin: bool
+    first_message_only: bool
+
+    def message(self, f: "Finding") -> str:
+        """A one-line description of a folded finding that its violations gave no message for."""
+
+    def hint(self, f: "Finding") -> str:
+        """A one-line suggestion for the finding ("" for none)."""
+
+
+class _Plain:
+    """The rules of a kind nothing describes: folded by place, its kind name as the message."""
+
+    by_origin = False
+    first_message_only = False
+
+    def message(self, f: "Finding") -> str:
+        return f.kind
+
+    def hint(self, f: "Finding") -> str:
+        return ""
+
+
+_PLAIN = _Plain()
 
 
 @dataclasses.dataclass
@@ -48,7 +82,7 @@ class Violation:
     """One access of one program that broke a rule (before folding).
 
     Attributes:
-        kind: one of :data:`KINDS`.
+        kind: the finding kind, e.g. ``"out_of_bounds"`` (see :data:`tritonkit.check.FINDING_KINDS`).
         kernel: the kernel's name.
         frames: kernel source frames, innermost first (device functions, then the kernel).
         program_id: the program's (x, y, z) id.
@@ -85,9 +119,10 @@ class Finding:
     """One problem in a kernel, folded over every program and launch where it occurred.
 
     Attributes:
-        kind: ``"out_of_bounds"`` (and, as later checks land, ``"data_race"``,
-            ``"uninitialized_read"``, ``"nan_inf"``, ``"int_overflow"``, ``"assert_failed"``);
-            ``"unsupported"``, ``"timeout"`` and ``"kernel_error"`` when a launch could not finish.
+        kind: ``"out_of_bounds"``, ``"undefined_value"``, ``"data_race"``, ``"uninitialized_read"``,
+            ``"int_overflow"``, ``"nan_inf"``, ``"assert_failed"``; ``"unsupported"``, ``"timeout"``
+            and ``"kernel_error"`` when a launch could not finish (every kind:
+            :data:`tritonkit.check.FINDING_KINDS`).
         kernel: the kernel's name.
         file, line: where in the source (1-based line), ``source`` the line's text.
         arg: the tensor argument's name (None when the address points into no argument).
@@ -145,19 +180,82 @@ class Finding:
     other: Optional[dict] = None
 
     def to_dict(self) -> dict:
+        """Plain JSON data (every attribute)."""
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Finding":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+    def from_dict(cls, data: Mapping[str, Any]) -> "Finding":
+        """The inverse of :meth:`to_dict`, tolerant (see :func:`read_fields`): unknown keys are
+        ignored; a missing or malformed field takes its default (``kind`` ``"unknown"``, ``kernel``
+        and ``file`` ``""``, ``line`` 0).
+
+        Raises:
+            TypeError: ``data`` is not a mapping.
+        """
+        return cls(**read_fields(cls, data, kind="unknown", kernel="", file="", line=0))
+
+
+def read_fields(cls, data: Mapping[str, Any], **required) -> Dict[str, Any]:
+    """The fields of the dataclass ``cls`` read from JSON data, for a tolerant ``from_dict``: each
+    value of the annotated type (``str``, ``int``, ``float``, ``bool``, ``Optional[...]``, lists,
+    dicts, tuples) is kept, an int where a float is expected is converted, anything else is left out
+    (the field then takes its default, or the value given in ``required``); unknown keys are ignored.
+
+    Raises:
+        TypeError: ``data`` is not a mapping.
+    """
+    if not isinstance(data, Mapping):
+        raise TypeError(f"a {cls.__name__} is a JSON object, not {type(data).__name__}")
+    hints = _hints(cls)
+    out = dict(required)
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            ok, value = _read_value(data[f.name], hints[f.name])
+            if ok:
+                out[f.name] = value
+    return out
+
+
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def _hints(cls) -> Dict[str, Any]:
+    got = _HINTS.get(cls)
+    if got is None:
+        got = _HINTS[cls] = typing.get_type_hints(cls)
+    return got
+
+
+def _read_value(v: Any, hint) -> Tuple[bool, Any]:
+    """``(whether v can stand for the type hint, the value to use)``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:  # Optional[X]
+        if v is None:
+            return True, None
+        return _read_value(v, next(a for a in args if a is not type(None)))
+    if hint is bool:
+        return isinstance(v, bool), v
+    if hint is int:
+        return isinstance(v, int) and not isinstance(v, bool), v
+    if hint is float:
+        return isinstance(v, (int, float)) and not isinstance(v, bool), float(v) if isinstance(v, (int, float)) else v
+    if hint is str:
+        return isinstance(v, str), v
+    if origin in (list, List) or hint is list:
+        return isinstance(v, list), list(v) if isinstance(v, list) else v
+    if origin in (dict, Dict) or hint is dict:
+        return isinstance(v, Mapping), dict(v) if isinstance(v, Mapping) else v
+    if origin in (tuple, Tuple) or hint is tuple:
+        return isinstance(v, (list, tuple)), tuple(v) if isinstance(v, (list, tuple)) else v
+    return True, v
 
 
 class _Fold:
     """Accumulates violations with one key into a finding."""
 
-    def __init__(self, v: Violation, ndim_grid: int):
+    def __init__(self, v: Violation, ndim_grid: int, rules: KindRules):
         self.first = v
+        self.rules = rules
         self.ndim_grid = ndim_grid
         self.count = 0
         self.occurrences = 0
@@ -185,7 +283,7 @@ class _Fold:
         self.accesses.setdefault(v.access, None)
         self.masked = self.masked or v.masked
         self.launch_ids.setdefault(launch_id, None)
-        if v.message and (not self.messages or v.kind not in _FIRST_MESSAGE_ONLY):
+        if v.message and (not self.messages or not self.rules.first_message_only):
             self.messages.setdefault(v.message, None)
         if v.offsets is not None and not self.elements_capped:
             for row in map(tuple, v.offsets.tolist()):
@@ -230,8 +328,8 @@ class _Fold:
             call_stack=[dataclasses.asdict(fr) for fr in reversed(v.frames)], examples=list(self.examples),
             other=self._other(),
         )
-        f.message = "; ".join(self.messages) if self.messages else _message(f)
-        f.hint = _hint(f)
+        f.message = "; ".join(self.messages) if self.messages else self.rules.message(f)
+        f.hint = self.rules.hint(f)
         return f
 
 
@@ -268,40 +366,14 @@ def describe_elements(name: str, elems: Sequence[Tuple[int, ...]], capped: bool 
     return f"{name}[{box}]" + more
 
 
-_REASON_TEXT = {
-    "past_end": "past the end of",
-    "before_start": "before the start of",
-    "outside_view": "outside the view (inside the storage) of",
-    "misaligned": "misaligned in",
-    "no_argument": "outside every tensor argument",
-}
-
-
-def _message(f: Finding) -> str:
-    if f.kind == "out_of_bounds":
-        where = _REASON_TEXT.get(f.reason, "outside")
-        target = f" `{f.arg}`" if f.arg and f.reason != "no_argument" else ""
-        progs = f"{f.num_programs} program" + ("s" if f.num_programs != 1 else "")
-        msg = f"{f.access} {where}{target}: {f.count} lane" + ("s" if f.count != 1 else "") + f" in {progs}"
-        if len(f.reasons) > 1:
-            msg += " (" + ", ".join(f"{n} {_REASON_TEXT.get(r, r).replace(' of', '').replace(' in', '')}"
-                                    for r, n in sorted(f.reasons.items(), key=lambda kv: -kv[1])) + ")"
-        return msg
-    if f.kind == "data_race" and f.reason == "same_program":
-        mine = program_label(f.program_ids[0]) if f.program_ids else "?"
-        return (f"{f.access} of `{f.arg}` in program {mine}: lanes of this one {f.access} write different values to "
-                f"{f.elements}; which lane's value lands is undefined on the GPU")
-    if f.kind == "data_race" and f.other:
-        o = f.other
-        mine = program_label(f.program_ids[0]) if f.program_ids else "?"
-        theirs = program_label(o["program_ids"][0]) if o.get("program_ids") else "?"
-        what = {"write_write": "both store", "write_read": "one stores what the other loads",
-                "read_write": "one loads what the other stores"}.get(f.reason, f.reason)
-        return (f"{f.access} of `{f.arg}` in program {mine} races with the {o['access']} at line {o['line']} in "
-                f"program {theirs}: {what} {f.elements or 'the same elements'}, with no atomic or lock between them")
-    if f.kind == "uninitialized_read":
-        return f"{f.access} reads {f.elements} before anything wrote it"
-    return f.kind
+def short_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies under it, else as given (how reports
+    show a kernel's file)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
 
 
 def program_label(p) -> str:
@@ -309,82 +381,35 @@ def program_label(p) -> str:
     return "(" + ", ".join(str(i) for i in p) + ("," if len(p) == 1 else "") + ")"
 
 
-def _hint(f: Finding) -> str:
-    if f.kind == "out_of_bounds":
-        if f.reason == "misaligned":
-            return "the address is not a multiple of the element size: check pointer casts and byte offsets"
-        if f.reason == "no_argument":
-            return ("the pointer points into no tensor argument: check pointers loaded from memory or "
-                    "built from integers")
-        if f.reason == "outside_view":
-            return ("the address is inside the tensor's storage but not in this view: index with the view's "
-                    "strides (x.stride(0)) and bound by its shape, not the underlying tensor's")
-        if f.reason == "before_start":
-            return "negative offsets: check the index arithmetic (pid/offset minus something) or mask i >= 0"
-        if not f.masked:
-            extra = " (and other= for the value of masked-off lanes)" if "load" in f.access else ""
-            return f"this {f.access} has no mask: add mask=offsets < n{extra} to it"
-        return ("the mask lets these lanes through: check its bound (< vs <=, the tail of the last block, "
-                "the right size for this dimension)")
-    if f.kind == "unsupported":
-        return "the CPU interpreter cannot run this operation; check the rest of the kernel without it"
-    if f.kind == "timeout":
-        return "a loop that never ends? check its condition (spin locks wait on other programs, which run later here)"
-    if f.kind == "undefined_value":
-        return ("on the GPU masked-off lanes of a load without other= hold garbage: give the load other= (0 for a "
-                "sum, -inf for a max), or mask the store/reduction the same way")
-    if f.kind == "assert_failed":
-        if f.access == "static_assert":
-            return "a compile-time assertion failed for these constexpr values: the GPU compile would fail too"
-        return "the condition is false in the lanes listed; the values of its variables there are under examples"
-    if f.kind == "data_race":
-        if f.reason == "same_program":
-            return ("several lanes of one block hit the same element (e.g. repeated histogram bins): use an atomic "
-                    "(tl.atomic_add) so every lane's update counts")
-        if f.reason == "write_write":
-            return ("two programs store the same elements: check that the grid matches the data (one program per "
-                    "row/tile), or combine partial results with tl.atomic_add")
-        return ("programs run in no defined order: a value one program stores is not visible to another unless "
-                "ordered (an atomic flag/lock), or the work is split so no element is shared")
-    if f.kind == "uninitialized_read":
-        return ("the buffer comes from torch.empty (or mark_uninitialized): allocate it with torch.zeros, or store "
-                "before loading (e.g. initialize the accumulator in registers, not by loading the output)")
-    if f.kind == "int_overflow":
-        return ("compute offsets in 64 bits: cast the program id or the index first, e.g. "
-                "pid.to(tl.int64) * stride, or annotate the argument (stride: tl.int64)")
-    if f.kind == "nan_inf":
-        if f.reason == "loaded":
-            return "the input already holds NaN/Inf: look at what produced it before this kernel"
-        return ("this operation is where the NaN/Inf is made from finite values: e.g. subtract the row max "
-                "before exp, guard divisions, accumulate in float32")
-    if f.kind == "kernel_error":
-        return "the kernel raised while it ran in the interpreter; the message says why"
-    return ""
-
-
 class FindingLog:
     """Collects violations of a session and folds them into findings.
 
-    Violations are folded by (kind, kernel, file, line, argument); ``int_overflow`` and ``nan_inf``
-    (placed where the value was made) by line only; data races also by the other side's line and the
-    kind of conflict.
+    Violations are folded by (kind, kernel, file, line, argument); kinds whose rules say
+    ``by_origin`` (placed where a bad value was made) by line only; violations with another side
+    (a data race) also by the other side's line and the reason.
+
+    Args:
+        kinds: the rules of each finding kind by name (kinds not in it fold by place and have their
+            name as the message).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kinds: Optional[Mapping[str, KindRules]] = None) -> None:
         self._folds: Dict[tuple, _Fold] = {}
+        self._kinds = dict(kinds or {})
 
     def add(self, v: Violation, launch_id: int, grid_ndim: int) -> bool:
         """Record a violation; return True if it started a new finding."""
+        rules = self._kinds.get(v.kind, _PLAIN)
         inner = v.frames[0] if v.frames else None
         key = (v.kind, v.kernel, inner.file if inner else "", inner.line if inner else 0,
-               None if v.kind in _BY_ORIGIN else (v.arg or {}).get("name"))
+               None if rules.by_origin else (v.arg or {}).get("name"))
         if v.other is not None:  # a race is a pair of lines
             o = v.other.get("frames") or []
             key += ((o[0].file, o[0].line) if o else None, v.reason)
         fold = self._folds.get(key)
         new = fold is None
         if new:
-            fold = self._folds[key] = _Fold(v, grid_ndim)
+            fold = self._folds[key] = _Fold(v, grid_ndim, rules)
         fold.add(v, launch_id)
         return new
 
@@ -392,6 +417,7 @@ class FindingLog:
         return len(self._folds)
 
     def findings(self) -> List[Finding]:
+        """The folded findings, in the order they were first seen."""
         return [fold.finding() for fold in self._folds.values()]
 
 

@@ -32,7 +32,7 @@ def run(args, console=None) -> int:
     """
     from rich.console import Console
 
-    from ..profile import current_peaks
+    from ..profile import Calibration, current_peaks
     from ..profile._calibrate import measure, save
     from ..report.profile import ceiling_table
     console = console or Console()
@@ -52,6 +52,6 @@ def run(args, console=None) -> int:
     console.print(f"kept in {path}; tritonkit profile now shows % of these ceilings")
     if args.json:
         from .._io import atomic_write_text
-        atomic_write_text(args.json, json.dumps({"device": torch.cuda.get_device_name(), "peaks": peaks.to_dict(),
-                                                 "ceiling": vars(ceiling)}, indent=1) + "\n")
+        atomic_write_text(args.json, json.dumps(Calibration(torch.cuda.get_device_name(), peaks, ceiling).to_dict(),
+                                                indent=1) + "\n")
     return _status.OK

@@ -18,7 +18,6 @@ from ._target import Target, writable_path
 
 NAME = "check"
 ORDER = 10
-_KINDS = "out_of_bounds, undefined_value, data_race, uninitialized_read, int_overflow, nan_inf"
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -41,7 +40,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="also report where NaN/Inf values that reach memory were made (the nan_inf check; off by "
                         "default: some kernels use Inf on purpose, and it costs time)")
     c.add_argument("--checks", metavar="KINDS",
-                   help=f"run only these checks, comma-separated: {_KINDS} (default: all but nan_inf)")
+                   help="run only these checks, comma-separated (default: every check on by default; "
+                        "--list-checks lists them)")
+    c.add_argument("--list-checks", action="store_true", help="list the checks (finding kinds) and exit")
     c.add_argument("--no-checks", action="store_true",
                    help="run the interpreter without checks (accesses outside a tensor's storage are still "
                         "dropped, silently); for timing")
@@ -62,6 +63,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def _checks(args) -> Optional[list]:
     """The checks asked for by --checks/--nan/--no-checks/--access-maps (None: the defaults)."""
     from ..check import CHECK_KINDS
+    from ..check.checks import default_checks
+    from ..check.checks.nan_inf import NanInfCheck
 
     if args.no_checks:
         if args.checks or args.nan:
@@ -75,20 +78,30 @@ def _checks(args) -> Optional[list]:
         if unknown or not kinds:
             raise BadUsage(f"--checks: unknown check {', '.join(unknown) or '(none given)'}; choose from "
                            f"{', '.join(CHECK_KINDS)}")
-        if args.nan and "nan_inf" not in kinds:
-            kinds.append("nan_inf")
+        if args.nan and NanInfCheck.kind not in kinds:
+            kinds.append(NanInfCheck.kind)
     if args.access_maps < 0:
         raise BadUsage("--access-maps N: N is a number of launches per kernel, 0 or more")
     if args.access_maps:
         from ..check.checks import AccessMap
         if kinds is None:
-            kinds = [k for k in CHECK_KINDS if k != "nan_inf" or args.nan]
+            kinds = [c.kind for c in default_checks(nan=args.nan)]
         kinds = [*kinds, AccessMap(maps_per_kernel=args.access_maps)]
     return kinds
 
 
+def _list_checks() -> int:
+    from ..check.checks import CHECKS, CHECK_KINDS
+    for kind in CHECK_KINDS:
+        cls = CHECKS[kind]
+        print(f"{kind:20} {cls.title}{'' if cls.default else ' (off by default)'}")
+    return _status.OK
+
+
 def run(args) -> int:
     """Run ``tritonkit check``; returns the exit status (see the module)."""
+    if args.list_checks:
+        return _list_checks()
     target = Target.parse(args.target)
     if args.json:
         writable_path(args.json, "--json")
@@ -101,9 +114,7 @@ def run(args) -> int:
     # Kernels defined from now on are Triton's interpreted functions; launches of both kinds
     # (and kernels defined before) are checked through the patched run paths.
     os.environ["TRITON_INTERPRET"] = "1"
-    from ..check import CheckAborted, UsageError, checking
-    from ..check._launch import InternalError
-    from ..check.findings import write_json
+    from ..check import CheckAborted, InternalError, UsageError, checking, write_json
     from ..report import print_report
     from . import internal_error
 
@@ -129,10 +140,9 @@ def run(args) -> int:
         return _status.USAGE
     print_report(session, Console())
     if args.json:
-        data = session.to_dict()
-        data["script"] = {"target": target.argv, "failed": status == _status.SCRIPT_FAILED}
+        report = session.report(script={"target": target.argv, "failed": status == _status.SCRIPT_FAILED})
         try:
-            write_json(args.json, data)
+            write_json(args.json, report.to_dict())
         except OSError as e:
             print(f"tritonkit check: error: cannot write {args.json}: {e}", file=sys.stderr)
             return _status.USAGE

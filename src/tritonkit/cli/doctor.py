@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Dict, List
+from typing import List
 
 from . import _status
 from ._status import BadUsage
@@ -47,7 +47,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args, console=None) -> int:
-    """Run ``tritonkit doctor``; returns the exit status (see the module)."""
+    """Run ``tritonkit doctor``; returns the exit status (see the module).
+
+    Raises:
+        BadUsage: no script, a missing script, an unknown ``--skip`` step, a negative
+            ``--access-maps``, a ``--timeout`` that is not positive, or an ``--out`` that cannot be made.
+    """
     from rich.console import Console
 
     from .._io import atomic_write_text
@@ -76,34 +81,35 @@ def run(args, console=None) -> int:
         device = torch.cuda.get_device_name()
     report = build_report(steps, list(args.target), device)
     html = os.path.join(args.out, "report.html")
-    atomic_write_text(os.path.join(args.out, "doctor.json"), json.dumps(report, indent=1, default=str) + "\n")
+    atomic_write_text(os.path.join(args.out, "doctor.json"), json.dumps(report.to_dict(), indent=1, default=str) + "\n")
     write_report(report, html)
     console.print(summary(steps, report))
     console.print(f"report: {html}")
-    check = report.get("check")
-    if check and check.get("findings"):
+    check = report.check
+    if check and check.findings:
         return _status.FINDINGS
-    if check and (check.get("script") or {}).get("failed"):
+    if check and (check.script or {}).get("failed"):
         return _status.SCRIPT_FAILED
     if any(s.status == "failed" for s in steps):
         return _status.SCRIPT_FAILED
     return _status.OK
 
 
-def summary(steps: List, report: dict) -> str:
-    """One line per step for the terminal (``steps``: :class:`~tritonkit.doctor.StepResult` s)."""
+def summary(steps: List, report) -> str:
+    """One line per step for the terminal (``steps``: :class:`~tritonkit.doctor.StepResult` s;
+    ``report``: the :class:`~tritonkit.doctor.DoctorReport` with their results)."""
     lines = []
     for s in steps:
         what = f"{s.name}: {s.status}"
         if s.status == "ran":
             what += f" in {s.seconds:.1f} s"
-            data: Dict = report.get(s.name) or {}
             if s.name == "check":
-                what += f", {len(data.get('findings', []))} finding(s), {data.get('launches', 0)} launch(es)"
+                check = report.check
+                what += f", {len(check.findings) if check else 0} finding(s), {check.launches if check else 0} launch(es)"
             elif s.name == "tune":
-                what += f", {len(data.get('results', []))} kernel/key pair(s) tuned"
+                what += f", {len(report.tune.results) if report.tune else 0} kernel/key pair(s) tuned"
             elif s.name == "profile":
-                what += f", {len(data.get('kernels', []))} kernel(s) profiled"
+                what += f", {len(report.profile.kernels) if report.profile else 0} kernel(s) profiled"
         else:
             what += f" ({s.why})"
         lines.append(what)

@@ -68,10 +68,16 @@ def _gpu() -> bool:
 
 
 def run(args, console=None) -> int:
-    """Run ``tritonkit profile``; returns the exit status (see the module)."""
+    """Run ``tritonkit profile``; returns the exit status (see the module).
+
+    Raises:
+        BadUsage: no script and no ``--from``, both, no GPU for a script, a negative
+            ``--interpret-limit``, a ``--json`` path whose directory does not exist, or a profile
+            that cannot be read.
+    """
     from rich.console import Console
 
-    from ..profile import ChildMeta, analyze, identify, read_proton
+    from ..profile import ChildMeta, ProfileReport, analyze, identify, read_proton
     from ..profile._calibrate import load
     from ..report.profile import kernel_table, scope_tree
     console = console or Console()
@@ -131,7 +137,7 @@ def run(args, console=None) -> int:
             counted = by_report(prof.kernels, meta.interpreted)
             prof.kernels = apply_interpreted(prof.kernels, counted)
             for k in prof.kernels:
-                why = counted.get(k.name, {}).get("why_not") if k.work_source is None else None
+                why = counted[k.name].why_not if k.work_source is None and k.name in counted else None
                 if why:
                     console.print(f"[dim]{k.name}: no bytes or FLOPs (no launch_metadata; interpreter: {why})[/dim]")
         peaks = identify(prof.device_info(prof.kernels[0].device), meta.device)
@@ -150,10 +156,8 @@ def run(args, console=None) -> int:
                 path = kept
             charts = save_figure(roofline_chart(reports, peaks, ceiling), stem + "_roofline") + \
                 save_figure(time_breakdown_chart(reports), stem + "_time")
-            atomic_write_text(args.json, json.dumps({"peaks": peaks.to_dict(), "ceiling": vars(ceiling) if ceiling
-                                                     else None, "kernels": [r.to_dict() for r in reports],
-                                                     "tree": prof.tree.to_dict(), "source": path, "charts": charts},
-                                                    indent=1) + "\n")
+            report = ProfileReport(peaks, ceiling, reports, prof.tree, path, charts)
+            atomic_write_text(args.json, json.dumps(report.to_dict(), indent=1) + "\n")
             console.print("charts: " + ", ".join(charts))
         return status
     finally:

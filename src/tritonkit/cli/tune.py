@@ -61,7 +61,7 @@ def run(args, console=None) -> int:
 
     from .._io import atomic_write_text
     from ..report.tune import render_results
-    from ..tune import EXIT_CONTEXT_POISONED, Budget
+    from ..tune import EXIT_CONTEXT_POISONED, Budget, TuneReport
     from ..tune.strategies import DEFAULT_STRATEGY, STRATEGIES
     console = console or Console()
     if args.list_strategies:
@@ -114,8 +114,7 @@ def run(args, console=None) -> int:
         results = merge_reports(report)
         render_results(results, console, restarts)
         if args.json:
-            atomic_write_text(args.json, json.dumps({"results": [r.to_dict() for r in results], "restarts": restarts},
-                                                    indent=1) + "\n")
+            atomic_write_text(args.json, json.dumps(TuneReport(results, restarts).to_dict(), indent=1) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return status

@@ -4,7 +4,6 @@ that writes its JSON; then one self-contained HTML page (``report.html``) and ``
 everything, in the output directory."""
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import os
@@ -14,42 +13,14 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional
 
-from .._io import atomic_write_text
+from ._report import DoctorReport, StepResult, read_parts
 
 #: the steps, in the order the article's workflow takes them: correctness first
 STEPS = ("check", "tune", "profile")
 
 
-@dataclasses.dataclass
-class StepResult:
-    """What one step of the doctor did.
-
-    Attributes:
-        name: ``"check"``, ``"tune"`` or ``"profile"``.
-        status: ``"ran"`` (it finished; findings or a failing script are its results, not its
-            status), ``"skipped"`` (not run: ``why`` says why) or ``"failed"`` (it ran but wrote no
-            results: ``why`` has the exit status).
-        why: the reason for ``skipped``/``failed``; "" when it ran.
-        json: the path of the JSON it wrote, or None.
-        seconds: wall time of the step, s.
-        exit_code: the step's command's exit status (None when skipped).
-        command: the command line it ran ("" when skipped).
-    """
-
-    name: str
-    status: str
-    why: str = ""
-    json: Optional[str] = None
-    seconds: float = 0.0
-    exit_code: Optional[int] = None
-    command: str = ""
-
-    def to_dict(self) -> dict:
-        """Plain JSON data."""
-        return dataclasses.asdict(self)
-
-
 def gpu_present() -> bool:
+    """Whether a CUDA GPU is present (``torch.cuda.is_available()``; False without torch)."""
     try:
         import torch
         return bool(torch.cuda.is_available())
@@ -89,6 +60,9 @@ def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
         run: runs one step's command, called as ``run(cmd, timeout=seconds or None, env=dict)``
             (``subprocess.run``; tests pass a fake).
         log: prints a line of progress.
+
+    Returns:
+        One :class:`~tritonkit.doctor.StepResult` per step of :data:`STEPS`, in order (times in s).
     """
     gpu = gpu_present() if gpu is None else gpu
     skip = {s.strip() for s in ns.skip.split(",") if s.strip()}
@@ -136,8 +110,8 @@ def _load(path: Optional[str]) -> Optional[dict]:
         return None
 
 
-def build_report(steps: List[StepResult], target: List[str], device: Optional[str] = None) -> dict:
-    """The doctor's report data (what ``report.html`` renders and ``doctor.json`` holds).
+def build_report(steps: List[StepResult], target: List[str], device: Optional[str] = None) -> DoctorReport:
+    """The doctor's report (what ``report.html`` renders and ``doctor.json`` holds).
 
     Args:
         steps: what :func:`run_doctor` returned; each ``ran`` step's JSON file is read back (one
@@ -146,8 +120,11 @@ def build_report(steps: List[StepResult], target: List[str], device: Optional[st
         device: the GPU's name, or None without one.
 
     Returns:
-        ``{"command", "created", "versions", "device", "steps": [StepResult dicts], "check",
-        "tune", "profile"}``: each step's own JSON (None where it did not run).
+        A :class:`~tritonkit.doctor.DoctorReport`: the run's facts, the steps, and each step's own
+        JSON read through its ``from_dict`` (None where it did not run).
+
+    Raises:
+        ImportError: triton is not installed (its version is part of the report).
     """
     import triton
 
@@ -158,8 +135,6 @@ def build_report(steps: List[StepResult], target: List[str], device: Optional[st
         versions["torch"] = torch.__version__
     except ImportError:  # pragma: no cover
         pass
-    data = {"command": shlex.join(target), "created": datetime.datetime.now().isoformat(timespec="seconds"),
-            "versions": versions, "device": device, "steps": [s.to_dict() for s in steps]}
-    for s in steps:
-        data[s.name] = _load(s.json) if s.status == "ran" else None
-    return data
+    results = {s.name: _load(s.json) if s.status == "ran" else None for s in steps}
+    return DoctorReport(command=shlex.join(target), created=datetime.datetime.now().isoformat(timespec="seconds"),
+                        versions=versions, device=device, steps=list(steps), **read_parts(results))

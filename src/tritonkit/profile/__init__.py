@@ -7,8 +7,10 @@ Public API (plain data in, plain data out; rendering lives in :mod:`tritonkit.re
 * :class:`DevicePeaks`, :func:`identify`, :func:`peaks_by_name`, :func:`peaks_from_attributes`,
   :func:`current_peaks` — datasheet peaks per device and dtype, or from driver attributes.
 * :func:`analyze`, :class:`KernelReport`, :class:`Ceiling` — roofline figures and the bound.
+* :class:`ProfileReport` — a whole profile (peaks, ceiling, kernels, scope tree, chart files):
+  ``tritonkit profile --json``'s file, through ``to_dict`` / ``from_dict``.
 * :func:`compare` — implementations of one operation side by side (ms, TFLOP/s, % of peak, speed-up).
-* ``tritonkit calibrate`` (:mod:`._calibrate`) — measured ceilings kept per device.
+* ``tritonkit calibrate`` (:mod:`._calibrate`, :class:`Calibration`) — measured ceilings kept per device.
 * :func:`run_profiled`, :class:`HostTimer`, :class:`ChildMeta` — the profiled process of
   ``tritonkit profile`` (Proton around the script, host time per launch).
 """
@@ -18,8 +20,10 @@ from ._roofline import Ceiling, KernelReport, analyze, analyze_kernel, classify
 from ._compare import CompareRow, Comparison, compare
 from ._devices import occupancy
 from ._child import ChildMeta, HostTimer, run_profiled
+from ._report import ProfileReport
+from ._calibrate import Calibration
 
 __all__ = ["DevicePeaks", "current_peaks", "identify", "peaks_by_name", "peaks_from_attributes", "KernelStats",
            "ProtonProfile", "ScopeNode", "parse_proton", "read_proton", "Ceiling", "KernelReport", "analyze",
            "analyze_kernel", "classify", "compare", "Comparison", "CompareRow", "occupancy", "ChildMeta", "HostTimer",
-           "run_profiled"]
+           "run_profiled", "ProfileReport", "Calibration"]

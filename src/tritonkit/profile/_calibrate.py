@@ -4,18 +4,55 @@ Measured with ``triton.testing.do_bench`` (median of its repeats, L2 cleared bet
 bandwidth is a 1 GiB device-to-device copy (read + write = 2 GiB moved per copy); compute is
 ``torch.matmul`` at 8192^3 in bf16 and fp16, fp32 with TF32 off (``fp32``) and on (``tf32``).
 The result is cached per device name in ``$TRITONKIT_CACHE_DIR/../calibrate.json`` (default
-``~/.cache/tritonkit/calibrate.json``) and used by ``tritonkit profile`` for "% of ceiling".
+``~/.cache/tritonkit/calibrate.json``, ``{device name: Ceiling.to_dict()}``) and used by
+``tritonkit profile`` for "% of ceiling"; ``tritonkit calibrate --json`` writes a
+:class:`Calibration`.
 """
 from __future__ import annotations
 
 import datetime
 import json
 import os
-from typing import Dict, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional
 
+from ._devices import DevicePeaks
+from ._plain import part, require_mapping, text
 from ._roofline import Ceiling
 
 ENV_DIR = "TRITONKIT_CACHE_DIR"
+
+
+@dataclass
+class Calibration:
+    """One ``tritonkit calibrate`` run (its ``--json`` file): what the device reached, next to its
+    datasheet peaks.
+
+    Attributes:
+        device: the CUDA device's name.
+        peaks: its datasheet peaks (GB/s, TFLOP/s), or None where unknown.
+        ceiling: what it was measured to reach (GB/s, TFLOP/s per dtype), or None.
+    """
+
+    device: str
+    peaks: Optional[DevicePeaks] = None
+    ceiling: Optional[Ceiling] = None
+
+    def to_dict(self) -> dict:
+        """Plain JSON data: ``{"device", "peaks", "ceiling"}`` (None where missing)."""
+        return {"device": self.device, "peaks": self.peaks.to_dict() if self.peaks is not None else None,
+                "ceiling": self.ceiling.to_dict() if self.ceiling is not None else None}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Calibration":
+        """The inverse of :meth:`to_dict`; peaks or a ceiling that cannot be read are None.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        d = require_mapping(d, "a calibration")
+        return cls(text(d.get("device"), "?"), part(DevicePeaks.from_dict, d.get("peaks")),
+                   part(Ceiling.from_dict, d.get("ceiling")))
 
 
 def calibration_path() -> str:
@@ -33,7 +70,10 @@ def measure(copy_bytes: int = 1 << 30, n: int = 8192, dtypes=("bf16", "fp16", "f
     Args:
         copy_bytes: size of the copied buffer, bytes (2x this moves per copy).
         n: the matmul's M = N = K.
-        dtypes: which matmuls to time.
+        dtypes: which matmuls to time (``bf16``, ``fp16``, ``fp32``, ``tf32``).
+
+    Returns:
+        The :class:`~tritonkit.profile.Ceiling` (GB/s, TFLOP/s per dtype, how it was measured).
 
     Raises:
         RuntimeError: no CUDA device.
@@ -65,26 +105,35 @@ def measure(copy_bytes: int = 1 << 30, n: int = 8192, dtypes=("bf16", "fp16", "f
 
 
 def save(device: str, ceiling: Ceiling, path: Optional[str] = None) -> str:
-    """Keep ``ceiling`` for ``device`` (other devices' entries are kept); returns the file's path."""
+    """Keep ``ceiling`` for ``device`` (other devices' entries are kept), written atomically.
+
+    Args:
+        device: the device's name (as ``torch.cuda.get_device_name`` gives it).
+        ceiling: what it reached.
+        path: the file (default :func:`calibration_path`); its directory is made.
+
+    Returns:
+        The file's path.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
     from .._io import atomic_write_text
     path = path or calibration_path()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = _read(path)
-    data[device] = {"bandwidth_gbps": ceiling.bandwidth_gbps, "tflops": ceiling.tflops, "source": ceiling.source}
+    data[device] = ceiling.to_dict()
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
     return path
 
 
 def load(device: str, path: Optional[str] = None) -> Optional[Ceiling]:
-    """The kept ceiling of ``device``, or None (never calibrated, or an unreadable file)."""
+    """The kept ceiling of ``device`` (:meth:`Ceiling.from_dict`), or None: never calibrated, or an
+    unreadable file or entry. Never raises."""
     entry = _read(path or calibration_path()).get(device)
     if not isinstance(entry, dict):
         return None
-    try:
-        return Ceiling(entry.get("bandwidth_gbps"), {k: float(v) for k, v in (entry.get("tflops") or {}).items()},
-                       str(entry.get("source", "")))
-    except (TypeError, ValueError):
-        return None
+    return Ceiling.from_dict(entry)
 
 
 def _read(path: str) -> dict:

@@ -10,7 +10,10 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from ._interpret import Counted, LaunchCapture
+from ._plain import mapping, numbers, optional_text, require_mapping
 
 #: host time per launch is measured on at most this many launches of each kernel ...
 SAMPLES_PER_KERNEL = 50
@@ -26,24 +29,34 @@ class ChildMeta:
         host_us: Triton function name -> median host time per launch, us.
         resources: Triton function name -> ``{"registers", "spills", "shared" (bytes), "num_warps",
             "num_stages"}`` of its compiled kernel.
-        interpreted: Triton function name -> :meth:`~tritonkit.profile._interpret.Counted.to_dict`.
+        interpreted: Triton function name -> the interpreter's :class:`~tritonkit.profile._interpret.Counted`.
         device: the CUDA device's name, or None.
     """
 
     host_us: Dict[str, float] = dataclasses.field(default_factory=dict)
     resources: Dict[str, Dict[str, float]] = dataclasses.field(default_factory=dict)
-    interpreted: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
+    interpreted: Dict[str, Counted] = dataclasses.field(default_factory=dict)
     device: Optional[str] = None
 
     def to_dict(self) -> dict:
-        """Plain JSON data."""
-        return dataclasses.asdict(self)
+        """Plain JSON data (the counts through :meth:`Counted.to_dict`)."""
+        return {"host_us": dict(self.host_us), "resources": {k: dict(v) for k, v in self.resources.items()},
+                "interpreted": {k: c.to_dict() for k, c in self.interpreted.items()}, "device": self.device}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ChildMeta":
-        """The inverse of :meth:`to_dict`; missing keys take their defaults."""
-        return cls(host_us=dict(d.get("host_us") or {}), resources=dict(d.get("resources") or {}),
-                   interpreted=dict(d.get("interpreted") or {}), device=d.get("device"))
+    def from_dict(cls, d: Mapping[str, Any]) -> "ChildMeta":
+        """The inverse of :meth:`to_dict`; missing or malformed parts take their defaults (entries that
+        are not what they should be are left out).
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        d = require_mapping(d, "the profiled process's meta data")
+        resources = {str(k): mapping(v) for k, v in mapping(d.get("resources")).items() if isinstance(v, Mapping)}
+        interpreted = {str(k): Counted.from_dict(v) for k, v in mapping(d.get("interpreted")).items()
+                       if isinstance(v, Mapping)}
+        return cls(host_us=numbers(d.get("host_us")), resources=resources, interpreted=interpreted,
+                   device=optional_text(d.get("device")))
 
     @classmethod
     def read(cls, path: str) -> Optional["ChildMeta"]:
@@ -51,7 +64,7 @@ class ChildMeta:
         try:
             with open(path) as fh:
                 return cls.from_dict(json.load(fh))
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, TypeError):
             return None
 
 
@@ -138,7 +151,6 @@ def run_profiled(work: str, run: Callable[[], int], tuned: bool = False, interpr
     from triton.runtime.jit import JITFunction
 
     from .._io import atomic_write_text
-    from ._interpret import LaunchCapture
 
     original = JITFunction.run
     capture = LaunchCapture(launch_limit=int(interpret_limit_mb * 2**20))
@@ -163,7 +175,7 @@ def run_profiled(work: str, run: Callable[[], int], tuned: bool = False, interpr
         JITFunction.run = original
         import torch
         try:
-            interpreted = {name: c.to_dict() for name, c in capture.count().items()}
+            interpreted = capture.count()
         except Exception as e:  # counting is a bonus: never lose the profile for it
             print(f"tritonkit profile: counting bytes and FLOPs in the interpreter failed: {e}", file=sys.stderr)
             interpreted = {}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from ._devices import DevicePeaks
+from ._plain import number, part, require_mapping, text
 
 
 @dataclass
@@ -21,6 +22,23 @@ class CompareRow:
     gbps: Optional[float] = None
     pct_peak: Optional[float] = None
     speedup: float = 1.0
+
+    def to_dict(self) -> dict:
+        """Plain JSON data (ms, TFLOP/s, GB/s, %)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CompareRow":
+        """The inverse of :meth:`to_dict`; missing or malformed figures are None (times 0 ms, speed-up 1).
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        d = require_mapping(d, "a comparison row")
+        ms = number(d.get("ms")) or 0.0
+        return cls(text(d.get("name"), "?"), ms, number(d.get("ms_p20")) or ms, number(d.get("ms_p80")) or ms,
+                   number(d.get("tflops")), number(d.get("gbps")), number(d.get("pct_peak")),
+                   number(d.get("speedup")) or 1.0)
 
 
 @dataclass
@@ -38,6 +56,19 @@ class Comparison:
         d = asdict(self)
         d["peaks"] = self.peaks.to_dict() if self.peaks else None
         return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Comparison":
+        """The inverse of :meth:`to_dict`; rows that are not objects are left out, peaks that cannot be
+        read are None.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        d = require_mapping(d, "a comparison")
+        rows = d.get("rows") if isinstance(d.get("rows"), list) else []
+        return cls([CompareRow.from_dict(r) for r in rows if isinstance(r, Mapping)], number(d.get("flops")),
+                   number(d.get("bytes")), text(d.get("dtype"), "bf16"), part(DevicePeaks.from_dict, d.get("peaks")))
 
 
 def compare(fns: Dict[str, Callable[[], object]], flops: Optional[float] = None, bytes: Optional[float] = None,

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
+
+from ._plain import integer, number, numbers, require_mapping, text
 
 #: dtype names used for compute peaks (what the FLOPs were done in).
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
@@ -62,8 +64,26 @@ class DevicePeaks:
         return None if p is None or not self.bandwidth_gbps else p * 1e12 / (self.bandwidth_gbps * 1e9)
 
     def to_dict(self) -> dict:
-        """Plain JSON data."""
+        """Plain JSON data (bandwidth in GB/s, peaks in TFLOP/s, shared memory in bytes)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "DevicePeaks":
+        """The inverse of :meth:`to_dict`. Missing or malformed fields take their defaults (``name``:
+        ``"?"``; peaks that are not numbers are left out); unknown keys are ignored.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+            ValueError: ``bandwidth_gbps`` is missing or not a number (no peaks without it).
+        """
+        d = require_mapping(d, "device peaks")
+        bandwidth = number(d.get("bandwidth_gbps"))
+        if bandwidth is None:
+            raise ValueError(f"device peaks need bandwidth_gbps (GB/s), got {d.get('bandwidth_gbps')!r}")
+        limits = {k: integer(d.get(k), getattr(cls, k)) for k in ("max_warps_per_sm", "regs_per_sm", "shared_per_sm",
+                                                                  "max_blocks_per_sm")}
+        return cls(text(d.get("name"), "?"), bandwidth, numbers(d.get("tflops")), text(d.get("source")),
+                   integer(d.get("sms"), None), number(d.get("sm_clock_mhz")), **limits)
 
 
 _H100_SXM = {"fp64": 67.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "int8": 1978.9}
@@ -128,7 +148,17 @@ def peaks_from_attributes(info: Mapping, name: str = "unknown device") -> Device
 def identify(info: Mapping, name: Optional[str] = None) -> DevicePeaks:
     """The peaks for a device: by ``name`` in the datasheet table where it is there; else by its
     attributes (an sm_90 with 132 SMs and a 5120-bit bus is an H100 SXM, with a 6144-bit bus an
-    H200); else computed from the attributes (:func:`peaks_from_attributes`)."""
+    H200); else computed from the attributes (:func:`peaks_from_attributes`).
+
+    Args:
+        info: the device's attributes as Proton records them (``arch``, ``num_sms``, clocks in kHz,
+            ``bus_width`` in bits).
+        name: the device's name, where known.
+
+    Raises:
+        ValueError: neither the name nor the attributes identify the device, and the attributes
+            lack what :func:`peaks_from_attributes` needs.
+    """
     if name:
         found = peaks_by_name(name)
         if found:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ._plain import integer, number, numbers, require_mapping, text
 
 #: signatures of one kernel captured at most
 MAX_SIGNATURES = 4
@@ -49,10 +51,10 @@ class Counted:
     Attributes:
         kernel: the Triton function's name.
         launches_seen: launches of it the capture saw (all of them unless the profile stopped
-            timing launches, see ``tritonkit.profile._cli.MAX_TIMED``).
+            timing launches, see :data:`tritonkit.profile._child.MAX_TIMED`).
         counted: launches whose signature was replayed, among the first ``SIGNED_LAUNCHES`` of
             it: the per-launch figures are their weighted mean, taken to hold for every launch.
-        bytes: unique bytes read + written per launch (weighted mean over signatures), or None.
+        bytes: unique bytes read + written per launch, bytes (weighted mean over signatures), or None.
         requested_bytes: bytes all active lanes moved per launch (a load of an element by two
             programs counts twice), or None.
         flops: FLOP width name (``"flops16"``, ``"flops32"``) -> FLOPs per launch.
@@ -68,8 +70,21 @@ class Counted:
     why_not: str = ""
 
     def to_dict(self) -> dict:
-        """Plain JSON data."""
+        """Plain JSON data (the attributes above; bytes and FLOPs per launch)."""
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Counted":
+        """The inverse of :meth:`to_dict`; missing or malformed fields take their defaults (nothing
+        counted), unknown keys are ignored.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        d = require_mapping(d, "an interpreter count")
+        return cls(text(d.get("kernel")), integer(d.get("launches_seen")), integer(d.get("counted")),
+                   number(d.get("bytes")), number(d.get("requested_bytes")), numbers(d.get("flops")),
+                   text(d.get("why_not")))
 
 
 def _tensor_signature(t) -> tuple:
@@ -229,12 +244,12 @@ def _replay(cap: _Captured, timeout_s: float):
     return record, ""
 
 
-def apply_interpreted(kernels: list, counted: Dict[str, dict]) -> list:
+def apply_interpreted(kernels: list, counted: Dict[str, Counted]) -> list:
     """Fill in bytes and FLOPs counted by the interpreter for the kernels that have none.
 
     Args:
         kernels: :class:`~tritonkit.profile._proton.KernelStats` (not modified).
-        counted: kernel name (as in ``kernels``) -> :meth:`Counted.to_dict` data.
+        counted: kernel name (as in ``kernels``) -> its :class:`Counted`.
 
     Returns:
         A new list in the same order; a kernel with ``work_source`` None and a count gets
@@ -244,11 +259,11 @@ def apply_interpreted(kernels: list, counted: Dict[str, dict]) -> list:
     out = []
     for k in kernels:
         c = counted.get(k.name) if k.work_source is None else None
-        if not c or not c.get("counted"):
+        if c is None or not c.counted:
             out.append(k)
             continue
-        per_bytes = c.get("bytes")
-        flops = {int(w.replace("flops", "")): v * k.launches for w, v in (c.get("flops") or {}).items() if v}
+        per_bytes = c.bytes
+        flops = {int(w.replace("flops", "")): v * k.launches for w, v in c.flops.items() if v}
         if per_bytes is None and not flops:
             out.append(k)
             continue

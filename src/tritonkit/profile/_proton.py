@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+from ._plain import integer, mapping, number, require_mapping, text
 
 TIME = "time (ns)"
 #: Proton's own metadata frames (launch metadata computed in a scope of this name) are dropped.
@@ -54,6 +56,20 @@ class ScopeNode:
         return {"name": self.name, "kernel": self.kernel, "launches": self.launches, "time_ns": self.time_ns,
                 "inclusive_ns": self.inclusive_ns, "metrics": self.metrics,
                 "children": [c.to_dict() for c in self.children]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ScopeNode":
+        """The inverse of :meth:`to_dict` (``inclusive_ns`` is derived, not read). Missing or malformed
+        fields take their defaults; children that are not mappings are left out.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        d = require_mapping(d, "a scope node")
+        children = d.get("children") if isinstance(d.get("children"), list) else []
+        return cls(text(d.get("name"), "?"), d.get("kernel") is True, integer(d.get("launches")),
+                   number(d.get("time_ns")) or 0.0, mapping(d.get("metrics")),
+                   [cls.from_dict(c) for c in children if isinstance(c, Mapping)])
 
 
 @dataclass

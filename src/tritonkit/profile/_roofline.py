@@ -7,9 +7,10 @@ summed GPU time. Units: GB/s = 1e9 bytes/s, TFLOP/s = 1e12 FLOP/s, times in micr
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from ._devices import DevicePeaks, occupancy
+from ._plain import integer, mapping, number, numbers, optional_text, require_mapping, strings, text
 from ._proton import KernelStats
 
 #: FLOP width in bits -> the dtype whose peak applies (16-bit: bf16 and fp16 share a peak).
@@ -32,6 +33,21 @@ class Ceiling:
     bandwidth_gbps: Optional[float] = None
     tflops: Dict[str, float] = field(default_factory=dict)
     source: str = ""
+
+    def to_dict(self) -> dict:
+        """Plain JSON data: ``{"bandwidth_gbps": GB/s or None, "tflops": {dtype: TFLOP/s}, "source": str}``."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Ceiling":
+        """The inverse of :meth:`to_dict`; a missing or malformed field is unmeasured (None, or left
+        out of ``tflops``); unknown keys are ignored.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        d = require_mapping(d, "a ceiling")
+        return cls(number(d.get("bandwidth_gbps")), numbers(d.get("tflops")), text(d.get("source")))
 
 
 @dataclass
@@ -77,8 +93,26 @@ class KernelReport:
     resources: Dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        """Plain JSON data."""
+        """Plain JSON data (the attributes above, in their units)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "KernelReport":
+        """The inverse of :meth:`to_dict`. Missing or malformed fields take their defaults (``name``
+        ``"?"``, no launches, 0 ms, figures None, bound ``unknown``); unknown keys are ignored.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        d = require_mapping(d, "a kernel report")
+        figures = {k: number(d.get(k)) for k in ("host_us", "bytes", "flops", "gbps", "tflops", "intensity",
+                                                 "pct_peak_bw", "pct_peak_flops", "pct_ceiling_bw",
+                                                 "pct_ceiling_flops")}
+        return cls(text(d.get("name"), "?"), strings(d.get("scope")), integer(d.get("launches")),
+                   number(d.get("total_ms")) or 0.0, number(d.get("mean_us")) or 0.0,
+                   flops_dtype=optional_text(d.get("flops_dtype")), work_source=optional_text(d.get("work_source")),
+                   bound=text(d.get("bound"), "unknown"), bound_reason=text(d.get("bound_reason")),
+                   resources=mapping(d.get("resources")), **figures)
 
 
 def _pct(x: Optional[float], peak: Optional[float]) -> Optional[float]:
@@ -92,6 +126,15 @@ def analyze_kernel(k: KernelStats, peaks: DevicePeaks, ceiling: Optional[Ceiling
     The FLOP dtype is the widest-used width's (``flops16`` -> bf16/fp16 peak). 32-bit FLOPs are
     compared with the plain FP32 peak unless they exceed it, which only tf32 tensor cores can do;
     then with the TF32 peak.
+
+    Args:
+        k: the kernel's launches, GPU time (ns), bytes and FLOPs summed over its launches.
+        peaks: the device's datasheet peaks (GB/s, TFLOP/s).
+        ceiling: the measured ceiling, for the % of ceiling figures (None: not calibrated).
+        host_us: host time per launch, us, where measured.
+
+    Returns:
+        A :class:`KernelReport`: per launch bytes and FLOPs, GB/s, TFLOP/s, % of peak, the bound.
     """
     launches = max(k.launches, 1)
     secs = k.time_ns / 1e9
@@ -121,7 +164,7 @@ def analyze_kernel(k: KernelStats, peaks: DevicePeaks, ceiling: Optional[Ceiling
 
 
 def classify(r: KernelReport, peaks: DevicePeaks):
-    """(bound, reason) for a kernel report.
+    """(bound, reason) for a kernel report (``r``'s GB/s, TFLOP/s and host us against ``peaks``).
 
     * ``memory`` / ``compute``: the roof the kernel is closer to, as a share of each peak (with both
       bytes and FLOPs, the arithmetic intensity against the ridge point says the same), when it
@@ -160,9 +203,14 @@ def analyze(kernels: List[KernelStats], peaks: DevicePeaks, ceiling: Optional[Ce
     """:func:`analyze_kernel` for every kernel, slowest (total GPU time) first.
 
     Args:
+        kernels: the profile's kernels (:class:`~tritonkit.profile.KernelStats`).
+        peaks / ceiling: as :func:`analyze_kernel`.
         host_us: kernel name -> host microseconds per launch, where measured.
         resources: kernel name -> the compiled kernel's ``registers``, ``spills``, ``shared``
             (bytes), ``num_warps``, ``num_stages``; the theoretical occupancy is added from them.
+
+    Returns:
+        One :class:`KernelReport` per kernel, by total GPU time (ms), slowest first.
     """
     host_us, resources = host_us or {}, resources or {}
     out = []

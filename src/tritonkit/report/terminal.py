@@ -8,7 +8,6 @@ session's ``summary()``/``kernels``) and never compute anything themselves.
 from __future__ import annotations
 
 import linecache
-import os
 from typing import Iterable, List, Optional
 
 from rich.console import Console, Group, RenderableType
@@ -17,19 +16,13 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ..check.findings import program_label
+from ..check.checks import kind_of
+from ..check.findings import program_label, short_path
+
+__all__ = ["print_report", "render_finding", "render_summary", "short_path"]
 
 _CONTEXT_BEFORE = 3
 _CONTEXT_AFTER = 1
-
-
-def short_path(path: str) -> str:
-    """``path`` relative to the working directory when it lies under it, else as given."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return rel if not rel.startswith("..") else path
 
 
 def _source_block(file: str, line: int) -> Text:
@@ -58,15 +51,10 @@ def _fact(table: Table, name: str, value, style: Optional[str] = None) -> None:
     table.add_row(name, value if isinstance(value, Text) else Text(str(value), style=style or ""))
 
 
-def _overflow_value(v: dict) -> str:
-    """One overflowing lane: ``lane [3]: 53688 * 40000 = 2147520000 -> -2147447296``."""
-    if "lhs" in v:
-        return f"lane {v['lane']}: {v['lhs']} {v.get('op', '?')} {v['rhs']} = {v['exact']} -> {v['wrapped']}"
-    return f"lane {v['lane']}: {v['value']} -> {v['wrapped']}"
-
-
 def render_finding(f) -> RenderableType:
-    """A renderable for one :class:`~tritonkit.check.Finding`."""
+    """A renderable for one :class:`~tritonkit.check.Finding`: the kind and kernel, the location and
+    the source around it with the line marked, the message, the facts (the generic ones, then those
+    its kind declares: :meth:`~tritonkit.check.checks.FindingKind.facts`), configs and the hint."""
     header = Rule(Text(f" {f.kind}: {f.kernel} ", style="bold red"), style="red", align="left")
     loc = Text(f"{short_path(f.file)}:{f.line}", style="bold cyan")
     if len(f.call_stack) > 1:
@@ -90,27 +78,8 @@ def render_finding(f) -> RenderableType:
     if f.elements:
         n = f" ({f.num_elements} element{'s' if f.num_elements != 1 else ''})" if f.num_elements else ""
         _fact(facts, "elements", f.elements + n)
-    if f.count and f.kind == "out_of_bounds":
-        _fact(facts, "lanes", f"{f.count} in {f.occurrences} access{'es' if f.occurrences != 1 else ''}"
-                              f" over {f.launches} launch{'es' if f.launches != 1 else ''}")
-    if f.other and f.reason != "same_program":  # lanes of one store: the message says it all
-        o = f.other
-        progs = ", ".join(program_label(p) for p in o.get("program_ids", []))
-        other = Text(f"{o['access']} at {short_path(o['file'])}:{o['line']}", style="bold cyan")
-        other.append(f" in program{'s' if len(o.get('program_ids', [])) != 1 else ''} {progs}\n")
-        other.append(f"{o['line']}  {o.get('source', '')}", style="bold")
-        _fact(facts, "races with", other)
-    if f.examples and f.kind in ("int_overflow", "nan_inf"):
-        ex = f.examples[0]
-        if f.kind == "int_overflow":
-            vals = "; ".join(_overflow_value(v) for v in ex.get("values", [])[:3])
-            _fact(facts, "values", f"program {program_label(ex['program_id'])}: {vals}")
-            _fact(facts, "feeds", f"the {f.access} at {ex.get('access_at', '?')}")
-        else:
-            inputs = ", ".join(repr(x) for x in ex.get("inputs", []))
-            _fact(facts, "first", f"program {program_label(ex['program_id'])}, lane {ex.get('lane')}: inputs ({inputs}) "
-                                  f"-> {ex.get('result')}")
-            _fact(facts, "reaches", f"the {f.access} at {ex.get('stored_at', '?')}")
+    for label, text in kind_of(f.kind).facts(f):
+        _fact(facts, label, text)
     if f.configs:
         _fact(facts, "configs", "\n".join(f.configs))
     _fact(facts, "hint", f.hint, style="yellow")

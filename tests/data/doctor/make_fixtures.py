@@ -9,7 +9,9 @@ form with H100 SXM peaks. ``check_only.json``: the same check, tune and profile 
 ``python tests/data/doctor/make_fixtures.py --screenshot docs/doctor_report.png`` draws the README's
 picture from a short version of ``report.json`` (needs chromium).
 
-The access-map helper is imported by the tests too, so that tests build maps the same way.
+The fixtures are ``DoctorReport.to_dict()`` documents (``tritonkit.doctor``); the tests read them with
+``DoctorReport.from_dict``. The report tests build access maps with the same :func:`access_map`
+(``tests/report/conftest.py`` holds a copy as a fixture: tests do not import this script).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ def access_map(arg: str, shape: Sequence[int], dtype: str, accesses: Iterable[Tu
         max_oob: the most out-of-bounds entries listed.
 
     Returns:
-        The access-map dict (see :mod:`tritonkit.report.heatmap`).
+        The access-map dict (see :mod:`tritonkit.report.charts.heatmap`).
     """
     rows = 1 if len(shape) == 1 else int(np.prod(shape[:-1]))
     cols = int(shape[-1])
@@ -331,6 +333,7 @@ def screenshot(path: str, height: int = 2400) -> None:
     import subprocess
     import tempfile
 
+    from tritonkit.doctor import DoctorReport
     from tritonkit.report.html import write_report
 
     with open(os.path.join(HERE, "report.json")) as fh:
@@ -344,7 +347,7 @@ def screenshot(path: str, height: int = 2400) -> None:
     check["launch_records"] = [r for r in check["launch_records"] if r.get("access_maps")][:3]
     with tempfile.TemporaryDirectory() as tmp:
         page = os.path.join(tmp, "report.html")
-        write_report(report, page)
+        write_report(DoctorReport.from_dict(report), page)
         subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
                         "--hide-scrollbars", f"--user-data-dir={os.path.join(tmp, 'profile')}",

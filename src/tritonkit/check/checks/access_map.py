@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ._base import Access, Check
+from .base import Access, Check
 
 #: distinct out-of-bounds element coordinates kept per argument and launch (the rest are counted)
 MAX_OOB = 4096
@@ -94,13 +94,14 @@ class AccessMap(Check):
         unique_limit: storages larger than this many bytes are not tracked per element (their
             ``unique_bytes_*`` are then None).
 
-    After each launch, its :class:`~tritonkit.check._launch.LaunchRecord` has ``bytes_read``,
+    After each launch, its :class:`~tritonkit.check.LaunchRecord` has ``bytes_read``,
     ``bytes_written`` (bytes, all active in-bounds lanes; an atomic counts as both),
     ``unique_bytes_read``, ``unique_bytes_written`` (bytes of distinct elements) and
     ``access_maps`` (a list of dicts, see ``_Map.to_dict``).
     """
 
     kind = ""  # reports nothing
+    order = 90
 
     def __init__(self, maps_per_kernel: int = 2, max_maps: int = 16, max_bins: Tuple[int, int] = (64, 256),
                  unique_limit: int = 1 << 30):

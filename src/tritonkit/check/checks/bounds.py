@@ -1,7 +1,7 @@
 """``out_of_bounds``: every active lane must address an element of the tensor it was derived from.
 
 A lane is in bounds when its bytes lie inside the *view* of the argument its address belongs to
-(its slot in the virtual address space, see ``_memory``) or of another argument on the same
+(its slot in the virtual address space, see :mod:`tritonkit.check.memory`) or of another argument on the same
 storage, and the address is a multiple of the access size. Offending lanes are not performed: a
 load yields ``other`` (or 0) there and a store is dropped.
 """
@@ -9,15 +9,68 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._memory import slot_base
 from ..findings import Violation
-from ._base import Access, Check
+from ..memory import slot_base
+from .base import Access, Check
+
+_REASON_TEXT = {
+    "past_end": "past the end of",
+    "before_start": "before the start of",
+    "outside_view": "outside the view (inside the storage) of",
+    "misaligned": "misaligned in",
+    "no_argument": "outside every tensor argument",
+}
+
+
+def _plural(n: int, word: str, plural: str = "") -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
 class BoundsCheck(Check):
-    """Reports loads, stores and atomics outside the launch's tensor arguments."""
+    """Reports loads, stores and atomics outside the launch's tensor arguments, and keeps them from
+    being performed. Runs first: the other checks see only the lanes it lets through."""
 
     kind = "out_of_bounds"
+    title = "out-of-bounds access"
+    color = "#dc2626"
+    order = 0
+    first = True
+    keeps_lanes_in_bounds = True
+
+    @classmethod
+    def message(cls, f) -> str:
+        where = _REASON_TEXT.get(f.reason, "outside")
+        target = f" `{f.arg}`" if f.arg and f.reason != "no_argument" else ""
+        msg = f"{f.access} {where}{target}: {_plural(f.count, 'lane')} in {_plural(f.num_programs, 'program')}"
+        if len(f.reasons) > 1:
+            msg += " (" + ", ".join(f"{n} {_REASON_TEXT.get(r, r).replace(' of', '').replace(' in', '')}"
+                                    for r, n in sorted(f.reasons.items(), key=lambda kv: -kv[1])) + ")"
+        return msg
+
+    @classmethod
+    def hint(cls, f) -> str:
+        if f.reason == "misaligned":
+            return "the address is not a multiple of the element size: check pointer casts and byte offsets"
+        if f.reason == "no_argument":
+            return ("the pointer points into no tensor argument: check pointers loaded from memory or "
+                    "built from integers")
+        if f.reason == "outside_view":
+            return ("the address is inside the tensor's storage but not in this view: index with the view's "
+                    "strides (x.stride(0)) and bound by its shape, not the underlying tensor's")
+        if f.reason == "before_start":
+            return "negative offsets: check the index arithmetic (pid/offset minus something) or mask i >= 0"
+        if not f.masked:
+            extra = " (and other= for the value of masked-off lanes)" if "load" in f.access else ""
+            return f"this {f.access} has no mask: add mask=offsets < n{extra} to it"
+        return ("the mask lets these lanes through: check its bound (< vs <=, the tail of the last block, "
+                "the right size for this dimension)")
+
+    @classmethod
+    def facts(cls, f):
+        if not f.count:
+            return []
+        return [("lanes", f"{f.count} in {_plural(f.occurrences, 'access', 'accesses')} over "
+                          f"{_plural(f.launches, 'launch', 'launches')}")]
 
     def on_access(self, launch, access: Access, res) -> None:
         if res.n == 0:

@@ -20,10 +20,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .. import _taint
-from .._numerics import BITS_TYPES, values
-from ..findings import Violation
-from ._base import Check
+from ..findings import Violation, program_label
+from ..interp import taint as _taint
+from ..interp.numerics import BITS_TYPES, values
+from .base import Check, performed_lanes
+from .uninitialized import UninitializedCheck, sentinel_of_type
 
 _NP_NAMES = {"true_divide": "div", "divide": "div", "multiply": "mul", "subtract": "sub", "power": "pow",
              "fmod": "fmod", "add": "add"}
@@ -75,15 +76,38 @@ class NanInfCheck(Check):
     """
 
     kind = "nan_inf"
+    title = "where a NaN/Inf was made"
+    color = "#db2777"
+    order = 50
+    default = False  # --nan: some kernels use Inf on purpose, and it costs time
+    by_origin = True
+    first_message_only = True
+
+    def __init__(self) -> None:
+        self._sentinels = False  # the uninitialized check runs: its sentinel NaNs are its findings
+
+    @classmethod
+    def hint(cls, f) -> str:
+        if f.reason == "loaded":
+            return "the input already holds NaN/Inf: look at what produced it before this kernel"
+        return ("this operation is where the NaN/Inf is made from finite values: e.g. subtract the row max "
+                "before exp, guard divisions, accumulate in float32")
+
+    @classmethod
+    def facts(cls, f):
+        if not f.examples:
+            return []
+        ex = f.examples[0]
+        inputs = ", ".join(repr(x) for x in ex.get("inputs", []))
+        return [("first", f"program {program_label(ex['program_id'])}, lane {ex.get('lane')}: inputs ({inputs}) "
+                          f"-> {ex.get('result')}"),
+                ("reaches", f"the {f.access} at {ex.get('stored_at', '?')}")]
 
     def begin_launch(self, launch) -> None:
-        launch.nan = self
-
-    def end_launch(self, launch) -> None:
-        launch.nan = None
+        self._sentinels = any(isinstance(c, UninitializedCheck) for c in launch.checks)
 
     # --- where values are made -----------------------------------------------------------------------
-    def result(self, launch, op, out, ins: Sequence) -> None:
+    def on_result(self, launch, op, out, ins: Sequence) -> None:
         """``out`` was computed elementwise by ``op`` (a numpy ufunc or a name) from ``ins`` (handles
         broadcastable to ``out``'s shape; only float inputs count as inputs that must be finite)."""
         got = _nonfinite(out)
@@ -100,7 +124,7 @@ class NanInfCheck(Check):
             f"{_op_name(op)}({', '.join(_fmt(np.broadcast_to(hv, shape)[ix]) for _, hv in inputs)}) = "
             f"{_fmt(v[ix])}", [float(np.broadcast_to(hv, shape)[ix]) for _, hv in inputs], float(v[ix])))
 
-    def dot(self, launch, out, a, b, d) -> None:
+    def on_dot(self, launch, out, a, b, d) -> None:
         """``out = a @ b + d``: a lane is born non-finite when its row of ``a``, column of ``b`` and
         ``d`` are finite."""
         got = _nonfinite(out)
@@ -114,7 +138,11 @@ class NanInfCheck(Check):
         self._update(launch, out, ~fin, born, _batched((a, b, d)),
                      lambda ix: (f"dot: the sum of products is {_fmt(v[ix])} (every input finite)", [], float(v[ix])))
 
-    def reduced(self, launch, name: str, out, inp) -> None:
+    def on_reduce(self, launch, what: str, name: str, outs, ins) -> None:
+        for o, i in zip(outs, ins):
+            self._reduced(launch, name, o, i)
+
+    def _reduced(self, launch, name: str, out, inp) -> None:
         """A reduction or scan ``name`` (``"sum"``, ``"max"``, ...) made ``out`` (a ``tl.tensor``) from
         ``inp`` (a ``tl.tensor``): non-finite results of all-finite inputs are an origin."""
         oh, ih = getattr(out, "handle", None), getattr(inp, "handle", None)
@@ -155,25 +183,26 @@ class NanInfCheck(Check):
             return
         _taint.mark(out, "nan", born, _taint.make_origin(launch, born, batched, info))
 
-    def loaded(self, launch, out, performed, region, res, sentinel: Optional[int]) -> None:
-        """A load (resolved as ``res``, into ``region``) put values read from memory into ``out``;
-        lanes really read (``performed()``: a bool array of the block's shape, computed only when
-        some value is not finite) that hold NaN/Inf, other than the uninitialized ``sentinel`` bits
-        (an unsigned int, or None), become a ``loaded`` origin."""
+    def on_load(self, launch, access, res, out, mask, other) -> None:
+        """A load put values read from memory into ``out``: lanes really read that hold NaN/Inf,
+        other than the uninitialized check's sentinel bits, become a ``loaded`` origin."""
         if not _floating(out):
             return
         v = values(out.data, out.dtype.scalar)
         bad = ~np.isfinite(v)
         if not bad.any():
             return
-        bad &= performed()
+        bad &= performed_lanes(res, bad.shape)
         if not bad.any():
             return
+        sentinel: Optional[int] = sentinel_of_type(out.dtype.scalar) if self._sentinels else None
         if sentinel is not None:  # uninitialized elements are another finding
             raw = out.data.view(np.dtype(f"u{out.data.dtype.itemsize}"))
             bad &= raw != np.array(sentinel).astype(raw.dtype)
             if not bad.any():
                 return
+        region = launch.space.region_of(res)
+
         def info(pairs) -> dict:
             ix, lane = pairs[0]
             flat = int(np.ravel_multi_index(ix, bad.shape)) if bad.shape else 0
@@ -191,13 +220,17 @@ class NanInfCheck(Check):
         _taint.mark(out, "nan", bad, _taint.make_origin(launch, bad, getattr(out, "bat", False), info))
 
     # --- where they reach memory ---------------------------------------------------------------------
-    def stored(self, launch, value, shape, performed: np.ndarray, op: str, arg: Optional[dict]) -> None:
-        """A store/atomic ``op`` writes ``value`` (broadcast to the block ``shape``) at the lanes
-        ``performed`` (bool, ``shape``) of tensor ``arg`` (its description): report NaN/Inf lanes that
-        carry an origin."""
-        lanes = _taint.active(value, "nan", shape, performed)
+    def on_store(self, launch, access, res, value, flat) -> None:
+        """A store/atomic writes ``value`` (broadcast to the block): report the NaN/Inf lanes it
+        performs that carry an origin."""
+        if value.nan is None:
+            return
+        shape, op = access.shape, access.op
+        lanes = _taint.active(value, "nan", shape, performed_lanes(res, shape))
         if lanes is None:
             return
+        region = launch.space.region_of(res)
+        arg = region.describe() if region else None
         v = np.broadcast_to(values(value.data, value.dtype.scalar), shape)
         lanes = lanes & ~np.isfinite(v)
         if not lanes.any():

@@ -20,9 +20,9 @@ from typing import Optional
 
 import numpy as np
 
-from .. import _taint
-from ..findings import Violation
-from ._base import Check
+from ..findings import Violation, program_label
+from ..interp import taint as _taint
+from .base import Check
 
 _OPS = {np.add: ("+", "add"), np.subtract: ("-", "sub"), np.multiply: ("*", "mul"), np.left_shift: ("<<", "shl")}
 _SHOWN = 4
@@ -92,14 +92,27 @@ class OverflowCheck(Check):
     """
 
     kind = "int_overflow"
+    title = "integer overflow in an address"
+    color = "#a16207"
+    order = 40
+    by_origin = True
+    first_message_only = True
 
-    def begin_launch(self, launch) -> None:
-        launch.overflow = self
+    @classmethod
+    def hint(cls, f) -> str:
+        return ("compute offsets in 64 bits: cast the program id or the index first, e.g. "
+                "pid.to(tl.int64) * stride, or annotate the argument (stride: tl.int64)")
 
-    def end_launch(self, launch) -> None:
-        launch.overflow = None
+    @classmethod
+    def facts(cls, f):
+        if not f.examples:
+            return []
+        ex = f.examples[0]
+        vals = "; ".join(_value_text(v) for v in ex.get("values", [])[:3])
+        return [("values", f"program {program_label(ex['program_id'])}: {vals}"),
+                ("feeds", f"the {f.access} at {ex.get('access_at', '?')}")]
 
-    def arithmetic(self, launch, op, out, lhs, rhs) -> None:
+    def on_int_arith(self, launch, op, out, lhs, rhs) -> None:
         """``out = lhs op rhs`` (``op`` a numpy ufunc: add, subtract, multiply, left_shift) was computed
         with wrapping on signed or unsigned integers of one dtype (``lhs``/``rhs`` broadcast to
         ``out``'s shape); mark the lanes that overflowed. Other ops and dtypes are ignored."""
@@ -129,7 +142,7 @@ class OverflowCheck(Check):
         self._mark(launch, out, np.broadcast_to(bad, shape) if bad.shape != shape else bad, describe, _SHOWN,
                    getattr(lhs, "bat", False) or getattr(rhs, "bat", False))
 
-    def narrowing_cast(self, launch, src, out) -> None:
+    def on_cast(self, launch, src, out) -> None:
         """``out`` is the integer handle ``src`` cast to a narrower integer type (same shape): mark
         the lanes whose value changed. Widening and same-width (sign) casts are ignored."""
         s, r = src.data, out.data
@@ -161,13 +174,18 @@ class OverflowCheck(Check):
             return
         _taint.mark(out, "ovf", bad, origin)
 
-    def address_used(self, launch, ptrs, shape, mask: Optional[np.ndarray], op: str, arg: Optional[dict]) -> None:
-        """A load/store/atomic ``op`` with address handle ``ptrs`` (uint64, block ``shape``) and bool
+    def on_address(self, launch, access, ptrs, mask: Optional[np.ndarray], res) -> None:
+        """A load/store/atomic with address handle ``ptrs`` (uint64, the block's shape) and bool
         ``mask`` (broadcastable, None for all lanes): report the overflowed lanes the mask lets through,
-        naming the tensor ``arg`` (its description) it addresses."""
-        lanes = _taint.active(ptrs, "ovf", shape, mask)
+        naming the tensor it addresses."""
+        if ptrs.ovf is None:
+            return
+        lanes = _taint.active(ptrs, "ovf", access.shape, mask)
         if lanes is None:
             return
+        region = launch.space.region_of(res)
+        arg = region.describe() if region else None
+        op = access.op
         here = launch.here()
         at = here[0].at() if here else "?"
         for origin, mine in _taint.by_program(launch, lanes, ptrs.ovf_at):
@@ -180,3 +198,9 @@ class OverflowCheck(Check):
                          "values": info["values"], "access_at": at, "lanes": _taint.first_lanes(mine, 8)}))
         _taint.mark(ptrs, "ovf", None, None)
 
+
+def _value_text(v: dict) -> str:
+    """One overflowing lane: ``lane [3]: 53688 * 40000 = 2147520000 -> -2147447296``."""
+    if "lhs" in v:
+        return f"lane {v['lane']}: {v['lhs']} {v.get('op', '?')} {v['rhs']} = {v['exact']} -> {v['wrapped']}"
+    return f"lane {v['lane']}: {v['value']} -> {v['wrapped']}"

@@ -30,8 +30,9 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..findings import Violation
-from ._base import PAGE, Access, Check, PagedCells, element_cells
+from ..findings import Violation, program_label, short_path
+from ..memory import PAGE, PagedCells, element_cells
+from .base import Access, Check
 
 _NONE = -1
 _SHOWN_PROGRAMS = 8
@@ -40,7 +41,7 @@ _SHOWN_PROGRAMS = 8
 class _Shadow(PagedCells):
     """Per element of one storage: the last writer and up to two readers since, with their sites.
 
-    Paged (:class:`~._base.PagedCells`): 24 bytes a touched cell, 36 with epochs. The pools ``w``,
+    Paged (:class:`~tritonkit.check.memory.PagedCells`): 24 bytes a touched cell, 36 with epochs. The pools ``w``,
     ``ws``, ``r1``, ... hold program ids, sites and epochs (int32).
     """
 
@@ -70,31 +71,82 @@ class _Shadow(PagedCells):
                 setattr(self, name, np.zeros(self.cap * PAGE, dtype=np.int32))
 
 
+_CONFLICTS = {"write_write": "both store", "write_read": "one stores what the other loads",
+              "read_write": "one loads what the other stores"}
+
+
 class RaceCheck(Check):
     """Reports plain loads and stores of one element by two programs of a launch with no order
     between them (see the module's docstring for the rule).
 
-    Constructed without arguments (``checks=["data_race"]``); its state lives on the launch
-    (``launch.race_state``) from ``begin_launch`` to ``end_launch``. Raises nothing itself.
+    Constructed without arguments (``checks=["data_race"]``); its state is per launch, from
+    ``begin_launch`` to ``end_launch``. Under the batched engine it asks for the whole launch to be
+    guarded (two programs sharing an element one of them writes run one program at a time), so it
+    keeps no shadow there. Raises nothing itself.
     """
 
     kind = "data_race"
+    title = "data race between programs"
+    color = "#7c3aed"
+    order = 20
+    guards_whole_launch = True
+
+    def __init__(self) -> None:
+        self._st: Optional[_LaunchState] = None
+
+    @classmethod
+    def message(cls, f) -> str:
+        mine = program_label(f.program_ids[0]) if f.program_ids else "?"
+        if f.reason == "same_program":
+            return (f"{f.access} of `{f.arg}` in program {mine}: lanes of this one {f.access} write different values "
+                    f"to {f.elements}; which lane's value lands is undefined on the GPU")
+        if not f.other:
+            return f.kind
+        o = f.other
+        theirs = program_label(o["program_ids"][0]) if o.get("program_ids") else "?"
+        return (f"{f.access} of `{f.arg}` in program {mine} races with the {o['access']} at line {o['line']} in "
+                f"program {theirs}: {_CONFLICTS.get(f.reason, f.reason)} {f.elements or 'the same elements'}, with no "
+                f"atomic or lock between them")
+
+    @classmethod
+    def hint(cls, f) -> str:
+        if f.reason == "same_program":
+            return ("several lanes of one block hit the same element (e.g. repeated histogram bins): use an atomic "
+                    "(tl.atomic_add) so every lane's update counts")
+        if f.reason == "write_write":
+            return ("two programs store the same elements: check that the grid matches the data (one program per "
+                    "row/tile), or combine partial results with tl.atomic_add")
+        return ("programs run in no defined order: a value one program stores is not visible to another unless "
+                "ordered (an atomic flag/lock), or the work is split so no element is shared")
+
+    @classmethod
+    def facts(cls, f):
+        o = f.other
+        if not o or f.reason == "same_program":  # lanes of one store: the message says it all
+            return []
+        progs = o.get("program_ids", [])
+        return [("races with", f"{o['access']} at {short_path(o['file'])}:{o['line']} in program{'s' if len(progs) != 1 else ''} "
+                               f"{', '.join(program_label(p) for p in progs)}\n{o['line']}  {o.get('source', '')}")]
 
     def begin_launch(self, launch) -> None:
-        launch.race_state = _LaunchState(launch)
+        self._st = _LaunchState(launch)
 
     def end_launch(self, launch) -> None:
-        launch.race_state = None
+        self._st = None
 
     def on_program(self, launch) -> None:
-        st = launch.race_state
+        st = self._st
         st.vc = None
         st.epoch = 0
+
+    def on_store(self, launch, access: Access, res, value, flat) -> None:
+        if access.kind == "store":
+            self._st.one_store(res, flat, access.op, access.masked)
 
     def on_access(self, launch, access: Access, res) -> None:
         if res.n == 0 or launch.batch is not None:  # batched: the engine's guard stands for the shadow
             return
-        st: _LaunchState = launch.race_state
+        st = self._st
         if access.kind == "atomic":
             st.atomic(access, res)
             return

@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from ..findings import Violation
-from ._base import Access, Check, element_cells
+from ..memory import element_cells
+from .base import Access, Check
 
 # torch dtype -> the bit pattern of the sentinel, as an unsigned integer of the element's size
 _FLOAT_SENTINELS = {torch.float32: 0x7FE5A5A5, torch.float64: 0x7FFCA5A5A5A5A5A5, torch.float16: 0x7EA5,
@@ -240,12 +241,27 @@ class UninitializedCheck(Check):
     """
 
     kind = "uninitialized_read"
+    title = "read of uninitialized memory"
+    color = "#ea580c"
+    order = 30
+    first_message_only = True
+
+    def __init__(self) -> None:
+        self._state: Optional[Dict] = None  # storage key -> its _Tracked (None: not tracked), per launch
+
+    @classmethod
+    def message(cls, f) -> str:
+        return f"{f.access} reads {f.elements} before anything wrote it"
+
+    @classmethod
+    def hint(cls, f) -> str:
+        return ("the buffer comes from torch.empty (or mark_uninitialized): allocate it with torch.zeros, or store "
+                "before loading (e.g. initialize the accumulator in registers, not by loading the output)")
 
     def begin_session(self, session) -> None:
         global _registry, _pending
         _registry = _pending
         _pending = _Registry()
-        session.uninitialized = _registry
         for owner, name in _ALLOCATORS:
             obj = torch if owner == "torch" else torch.Tensor
             orig = getattr(obj, name, None)
@@ -260,17 +276,24 @@ class UninitializedCheck(Check):
             setattr(obj, name, orig)
         _registry = None
 
+    def save_state(self, tensors):
+        return _registry.save(tensors) if _registry is not None else None
+
+    def restore_state(self, saved) -> None:
+        if _registry is not None and saved is not None:
+            _registry.restore(saved)
+
     def begin_launch(self, launch) -> None:
-        launch.uninit_state = {}
+        self._state = {}
 
     def end_launch(self, launch) -> None:
-        for key, tr in (launch.uninit_state or {}).items():
+        for key, tr in (self._state or {}).items():
             if tr is not None and _registry is not None and not tr.anything_left():
                 _registry.tracked.pop(key, None)
-        launch.uninit_state = None
+        self._state = None
 
     def _tracked(self, launch, storage) -> Optional[_Tracked]:
-        state = launch.uninit_state
+        state = self._state
         key = storage.key
         if key in state:
             return state[key]

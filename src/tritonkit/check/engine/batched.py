@@ -1,0 +1,164 @@
+"""Running a launch's programs in batches, with the one-at-a-time engine as the fallback.
+
+The batched engine runs the kernel's body once for a batch of programs (its builder,
+:class:`~tritonkit.check.interp.batched.BatchedBuilder`, gives every value a program axis). This
+module decides which programs form a batch and makes the result the same as running them one
+after another (the sequential engine, which stays the oracle):
+
+* **One transaction per launch.** A launch runs as a series of *batches*: contiguous ranges of
+  programs (in the order the sequential engine runs them), the first of ``_PROBE`` programs, the
+  next sized so that no single value exceeds the memory budget. While they run, every byte written
+  (stores, atomics) and every change of the checks' state is journaled, and findings and
+  ``device_print`` lines are held back. At the end the findings are released in program order,
+  exactly as the sequential engine makes them; or everything is undone and the launch runs one
+  program at a time.
+* **Divergence.** Python control flow on a value that differs between programs (``if pid == 0``,
+  a loop bound that depends on the row, a ``while`` on loaded data) stops the batch; what it did
+  is undone and each group of programs that agree runs again as its own batch, in order. Nothing
+  is executed twice with a visible effect.
+* **Independence.** A batch runs its programs' operations interleaved, which equals running them
+  one after another only if no program reads or writes what another one of the batch writes. A
+  :class:`~.guard.Guard` watches every element the batch touches; when two programs share an element that
+  one of them writes (other than with atomics, which are applied in program order), the launch is
+  undone. While a check that asks for it runs (``Check.guards_whole_launch``: ``data_race``), the
+  guard watches the whole launch instead of one batch: two programs of a launch that share an
+  element one of them writes either race or are ordered by atomics, and both are decided by the
+  race check's vector clocks, one program at a time. A launch the guard lets through has no race,
+  so the race check's per-element shadow is not kept while the batched engine runs.
+* **Fallback.** A launch that is undone (a conflict, or what the batched engine cannot do:
+  :class:`~tritonkit.check.errors.Unbatchable`, such as spin polls) runs again from its first
+  program one at a time, and its record says why (``LaunchRecord.fallback``).
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import traceback
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from ..errors import CheckAborted, Divergence, LaunchTimeout, Unbatchable, UsageError
+from ..interp.batched import BatchedBuilder
+from ..interp.kernels import rewritten
+from ..triton_hooks import patched_language
+from .base import Engine
+from .guard import Guard
+from .transaction import Transaction
+
+DEFAULT_BATCH_MEMORY = 256 << 20  # bytes: the largest single value a batch may make
+_PROBE = 4  # programs in the first batch, which measures the values' size per program
+# the largest value (bytes per program) seen for a compiled kernel's specialization (``Launch.spec_key``):
+# its values are block-shaped, so later launches of it size their first batch from this, without a probe
+_PER_PROGRAM: Dict[tuple, float] = {}
+_MAX_BATCH = 1 << 16
+_DEBUGGER_CALLS = ("breakpoint(", "set_trace(")
+_debugs: Dict[Any, bool] = {}
+
+
+def _calls_debugger(pyfn) -> bool:
+    """Whether a kernel's source calls ``breakpoint()`` or ``pdb.set_trace()`` (cached)."""
+    got = _debugs.get(pyfn)
+    if got is None:
+        try:
+            src = inspect.getsource(pyfn)
+        except (OSError, TypeError):
+            src = ""
+        got = _debugs[pyfn] = any(c in src for c in _DEBUGGER_CALLS)
+    return got
+
+
+class BatchedEngine(Engine):
+    """Runs a launch's programs in batches, in one transaction (see the module).
+
+    Args:
+        budget: bytes the largest single value of a batch may take (None: 256 MiB).
+    """
+
+    name = "batched"
+
+    def __init__(self, budget: Optional[int] = None) -> None:
+        self.budget = budget or DEFAULT_BATCH_MEMORY
+
+    def run(self, launch, call_args):
+        """Run the launch batched (see :meth:`Engine.run`); declines where a debugger needs one
+        program at a time (``--pdb``, ``breakpoint()`` in the kernel) or the batch cannot be run as
+        one (:class:`~tritonkit.check.errors.Unbatchable`, a conflict, the kernel raising in a batch)."""
+        if launch.session.pdb:
+            return "--pdb: the debugger stops in one program"
+        if _calls_debugger(launch.pyfn):
+            return "the kernel calls breakpoint(): the debugger stops in one program"
+        sequential = launch.builder
+        launch.builder = BatchedBuilder(launch)
+        launch.builder.set_grid_dim(*launch.grid)
+        try:
+            with patched_language(launch.builder):
+                return self._run(launch, rewritten(launch.pyfn, simt=True), call_args)
+        finally:
+            launch.builder = sequential
+            launch.batch = None
+
+    def _run(self, launch, fn, call_args) -> Optional[str]:
+        total = launch.grid[0] * launch.grid[1] * launch.grid[2]
+        builder = launch.builder
+        whole = launch.hooks.whole_launch  # e.g. data_race runs: one guard over the launch
+        why = ("they are checked for data races one program at a time" if whole
+               else "they are run one at a time, in order")
+        tx = Transaction(launch, Guard(why))
+        first = 0
+        per_program = _PER_PROGRAM.get(launch.spec_key, 0.0)
+        size = int(max(1, min(_MAX_BATCH, self.budget // per_program))) if per_program else _PROBE
+        try:
+            while first < total:
+                n = min(size, total - first)
+                if not whole and first:
+                    tx.guard = Guard(why)
+                builder.max_bytes = 0
+                _run_groups(launch, tx, fn, call_args, np.arange(first, first + n, dtype=np.int64))
+                first += n
+                per_program = max(per_program, builder.max_bytes / max(1, n))
+                size = int(max(1, min(_MAX_BATCH, self.budget // max(1.0, per_program))))
+                if builder.max_bytes:
+                    _PER_PROGRAM[launch.spec_key] = per_program
+        except Unbatchable as e:
+            tx.rollback()
+            return e.reason
+        except (CheckAborted, UsageError, KeyboardInterrupt, LaunchTimeout):
+            tx.commit()
+            raise
+        except Exception as e:
+            tx.rollback()
+            if os.environ.get("TRITONKIT_DEBUG_ENGINE"):
+                traceback.print_exc()
+            return f"the kernel raised {type(e).__name__} in a batch: the programs are replayed one at a time"
+        tx.commit()
+        return None
+
+
+def _run_groups(launch, tx: Transaction, fn, call_args, order: np.ndarray) -> None:
+    """Run the programs ``order`` (execution indices), splitting them where control flow diverges."""
+    pending = [order]
+    runs, limit = 0, 2 * order.shape[0] + 16
+    while pending:
+        group = pending.pop(0)
+        mark = tx.mark()
+        launch.begin_batch(group)
+        try:
+            fn(**call_args)
+        except Divergence as d:
+            tx.rollback_to(mark)
+            runs += 1
+            if runs > limit:
+                raise Unbatchable("control flow diverges between too many groups of programs") from None
+            values = d.values
+            if values.shape[0] != group.shape[0]:  # pragma: no cover - a value of another batch
+                raise Unbatchable("control flow on a value of unexpected shape") from None
+            _, inv = np.unique(values, return_inverse=True)
+            groups = [group[inv.reshape(-1) == k] for k in range(int(inv.max()) + 1)]
+            groups.sort(key=lambda g: int(g[0]))
+            pending = groups + pending
+            launch.record.groups += len(groups) - 1
+            continue
+        finally:
+            launch.end_batch()
+        launch.record.programs += int(group.shape[0])

@@ -1,0 +1,104 @@
+"""The batched engine's transaction: everything a batched run did that can be undone, or is held
+back until it commits (findings, ``device_print`` lines), and the counters it changed."""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Dict, List, NamedTuple
+
+#: the launch record's counts of work done: restored to a mark when a batch is undone
+WORK = ("programs", "accesses", "lanes", "flops", "flops_by_width")
+#: the engine's own counts: restored only when the whole transaction is undone
+ENGINE = ("batches", "groups", "masked_loops")
+
+
+class Mark(NamedTuple):
+    """A point of a transaction to go back to (see :meth:`Transaction.rollback_to`)."""
+
+    undo: int
+    reports: int
+    prints: int
+    work: Dict
+
+
+def _counts(record, names) -> Dict:
+    return {n: dict(v) if isinstance(v, dict) else v for n in names for v in (getattr(record, n),)}
+
+
+class Transaction:
+    """What a launch's batched run did that can be undone or is held back until it commits.
+
+    Making one starts it: the launch's :attr:`~tritonkit.check.launch.Launch.tx` is set, and every
+    byte its address space writes is journaled into :attr:`undo`.
+
+    Args:
+        launch: the :class:`~tritonkit.check.launch.Launch`.
+        guard: the :class:`~.guard.Guard` over the elements touched so far (replaced per batch
+            unless the whole launch is guarded).
+
+    Attributes:
+        undo: callables that restore state, in the order the changes were made (memory writes,
+            the checks' state: ``launch.on_undo``).
+        reports: ``(execution index, n, violation)`` held back until :meth:`commit`.
+        prints: ``(execution index, n, text)`` of ``device_print`` held back.
+    """
+
+    def __init__(self, launch, guard) -> None:
+        self.launch = launch
+        self.guard = guard
+        self.undo: List[Callable[[], None]] = []
+        self.reports: list = []
+        self.prints: list = []
+        self._start = _counts(launch.record, WORK + ENGINE)
+        launch.tx = self
+        launch.space.journal = self.undo
+
+    def on_access(self, launch, kind: str, res, size: int) -> None:
+        """An access of the running batch (``res`` with at least one lane): the guard enters it.
+
+        Raises:
+            Unbatchable: two programs share an element that one of them writes.
+        """
+        self.guard.access(launch, kind, res, size)
+
+    def mark(self) -> Mark:
+        """The transaction now, to go back to."""
+        return Mark(len(self.undo), len(self.reports), len(self.prints), _counts(self.launch.record, WORK))
+
+    def reported_since(self, mark: Mark) -> bool:
+        """Whether a finding was held back since ``mark``."""
+        return len(self.reports) > mark.reports
+
+    def rollback_to(self, mark: Mark) -> None:
+        """Undo what happened since ``mark``: writes, the checks' state, findings, prints, counts of work."""
+        while len(self.undo) > mark.undo:
+            self.undo.pop()()
+        del self.reports[mark.reports:]
+        del self.prints[mark.prints:]
+        for name, value in mark.work.items():
+            setattr(self.launch.record, name, dict(value) if isinstance(value, dict) else value)
+
+    def _end(self) -> None:
+        self.launch.tx = None
+        self.launch.space.journal = None
+
+    def rollback(self) -> None:
+        """Undo everything and end: the launch is as before the transaction (memory, the checks'
+        state, its record's counts)."""
+        self._end()
+        self.rollback_to(Mark(0, 0, 0, self._start))
+
+    def commit(self) -> None:
+        """End, releasing the held-back prints and findings in program order (as the sequential
+        engine makes them).
+
+        Raises:
+            CheckAborted: a released finding stops the program (``stop_on_first``).
+        """
+        self._end()
+        if self.prints:
+            self.prints.sort(key=lambda r: (r[0], r[1]))
+            sys.stdout.write("".join(text for _, _, text in self.prints))
+        if self.reports:
+            self.reports.sort(key=lambda r: (r[0], r[1]))
+            for _, _, v in self.reports:
+                self.launch.session.add_violation(v, self.launch)

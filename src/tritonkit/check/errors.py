@@ -1,0 +1,52 @@
+"""Every exception the checked interpreter raises to change the course of a launch or a program.
+
+Those a user sees are :class:`CheckAborted` (and its subclasses) and :class:`UsageError`; the rest
+are control flow between the engines and the kernel's body and never leave a launch.
+"""
+from __future__ import annotations
+
+
+class CheckAborted(BaseException):
+    """Raised through the user's program to stop it: a launch could not finish (the reason is a
+    finding), or ``stop_on_first`` was asked for and a finding was made.
+
+    A ``BaseException`` so that a script's ``except Exception`` does not swallow it.
+    """
+
+
+class InternalError(CheckAborted):
+    """tritonkit itself failed while running a launch (a bug to report), not the kernel."""
+
+
+class StaticAssertFailed(CheckAborted):
+    """A ``tl.static_assert`` failed: the kernel would not compile for these constexpr values."""
+
+
+class UsageError(Exception):
+    """A launch that cannot be checked as given (missing argument, bad grid, a tensor on the
+    ``meta`` device, ...); the message says what to change."""
+
+
+class LaunchTimeout(BaseException):
+    """The launch ran longer than the session's ``timeout`` (raised by its timer in the main thread)."""
+
+
+class Divergence(BaseException):
+    """Python control flow on a value that differs between the programs of a batch (batched engine).
+
+    ``values``: the value per program of the batch, a numpy array of shape ``(P,)``. A
+    ``BaseException`` so that nothing between the kernel and the engine swallows it.
+    """
+
+    def __init__(self, values) -> None:
+        super().__init__("divergent control flow")
+        self.values = values
+
+
+class Unbatchable(BaseException):
+    """An operation the batched engine cannot run; ``reason`` says which (shown in the summary), and
+    the launch runs one program at a time."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,98 @@
+"""Kernel source as the interpreter runs it: the rewritten bodies of ``@triton.jit`` functions, and
+the kernel's frames on the Python stack.
+
+:func:`rewritten` gives the interpretable version of a jitted function (Triton's own AST rewrite,
+or with ``simt=True`` the batched engine's, see :mod:`.simt`), cached, and remembers its code
+object, so that :func:`kernel_frames` can tell the user's kernel lines apart from the interpreter's
+and place a finding on the line that made it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any, Dict, List
+
+import triton
+from triton.runtime import interpreter as _interp
+
+from ..findings import Frame
+
+#: code objects of the rewritten (interpretable) jitted functions -> their names
+KERNEL_CODES: Dict[Any, str] = {}
+_REWRITTEN: Dict[Any, Any] = {}
+#: held while a launch runs: launches (and the rewrite cache) are one at a time
+LOCK = threading.RLock()
+_TRITON_DIR = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
+
+
+def rewritten(pyfn, simt: bool = False):
+    """The interpretable version of a ``@triton.jit`` function's Python body ``pyfn`` (cached).
+
+    Uses Triton's own AST rewriter (``simt``: then the loops made runnable over a batch of programs
+    whose trip counts differ, for the batched engine, see :mod:`.simt`), and remembers the code
+    object so that findings can be placed on kernel lines by walking the Python stack.
+    """
+    fn = _REWRITTEN.get((pyfn, simt))
+    if fn is None:
+        from .simt import SimtRewriter
+        fn = (SimtRewriter if simt else _interp.FunctionRewriter)(pyfn).rewrite_ast()
+        _REWRITTEN[(pyfn, simt)] = fn
+        KERNEL_CODES[fn.__code__] = pyfn.__name__
+    return fn
+
+
+def user_code(code) -> bool:
+    """Whether ``code`` is a jitted function of the user's (not one of triton.language's own, such
+    as ``tl.sum``'s combine function)."""
+    return code in KERNEL_CODES and not code.co_filename.startswith(_TRITON_DIR)
+
+
+def kernel_frames(frame=None, stop=None) -> List[Frame]:
+    """Kernel source frames on the current stack, innermost first (triton.language's own jitted
+    helpers such as ``tl.sum`` are left out: a finding belongs on the user's line that called them).
+    The walk starts at ``frame`` (default: the caller's) and ends at ``stop`` (the frame that
+    started the launch: nothing above it is kernel code)."""
+    out = []
+    f = frame or sys._getframe(1)
+    while f is not None and f is not stop:
+        if user_code(f.f_code):
+            out.append(Frame(f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+        f = f.f_back
+    return out
+
+
+def kernel_frame(frame):
+    """The innermost kernel (or jitted helper) frame at or above ``frame``, or None."""
+    while frame is not None and not user_code(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
+def traceback_frames(tb) -> List[Frame]:
+    """The kernel frames of a traceback, innermost first."""
+    out = []
+    while tb is not None:
+        if user_code(tb.tb_frame.f_code):
+            out.append(Frame(tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
+    return out[::-1]
+
+
+def innermost_kernel_frame(tb):
+    """The innermost kernel frame object of a traceback (for pdb), or None."""
+    last = None
+    while tb is not None:
+        if user_code(tb.tb_frame.f_code):
+            last = tb.tb_frame
+        tb = tb.tb_next
+    return last
+
+
+def innermost_file(tb) -> str:
+    """The file of a traceback's innermost frame ("" for none)."""
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    return last.tb_frame.f_code.co_filename if last is not None else ""

@@ -1,0 +1,310 @@
+"""Loops whose trip count differs between the programs of a batch, run once for the whole batch.
+
+The batched engine runs a batch of programs through one execution of the kernel's body. A loop
+whose bound depends on the program (causal attention's ``range(0, (start_m + 1) * BLOCK_M, ...)``)
+or a ``while`` on loaded data would otherwise split the batch into groups of programs that agree
+(see :mod:`tritonkit.check.engine.batched`), one execution per group. Here such a loop runs as a GPU runs a divergent
+loop within a warp: for as many iterations as the longest program needs, with an *active mask*
+over the batch's programs:
+
+* an inactive program's loads, stores and atomics are masked off (:class:`~.batched.BatchedBuilder`
+  ANDs the mask in), its ``device_assert`` and ``device_print`` are silent;
+* every variable the loop body assigns keeps, for an inactive program, the value it had before
+  the iteration (``tl.where(active, new, old)``), so each program ends the loop with the values of
+  its own last iteration;
+* Python control flow inside the loop needs only the active programs to agree.
+
+The loops are found in the kernel's source: :class:`SimtRewriter` rewrites ``for ... in range(...)``
+/ ``tl.range(...)`` and ``while`` loops whose bodies assign only plain names and have no
+``break``/``continue``/``return`` (others keep the group split). The rewritten code behaves exactly
+like the original when nothing diverges, and is used only by the batched engine: the sequential
+engine, the oracle, runs Triton's own rewrite of the kernel.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import sys
+from typing import List, Optional
+
+import numpy as np
+import triton.language as tl
+from triton.runtime import interpreter as _interp
+
+from . import batched_ops
+from .batched import BatchedBuilder
+
+UNSET = object()  # a variable the loop body assigns that had no value before the iteration
+_MODULE = "_tritonkit_simt"  # the name this module has in rewritten kernels' globals
+_counter = itertools.count()
+
+
+# --------------------------------------------------------------------------------------------------
+# runtime: called by the rewritten loops
+# --------------------------------------------------------------------------------------------------
+def _builder() -> Optional[BatchedBuilder]:
+    b = _interp.interpreter_builder
+    return b if isinstance(b, BatchedBuilder) and b.P > 1 else None
+
+
+def _per_program(v, P: int) -> Optional[np.ndarray]:
+    """The value of a scalar loop bound in each program (int64 ``(P,)``), or None if it is not batched."""
+    if isinstance(v, tl.constexpr):
+        v = v.value
+    if isinstance(v, tl.tensor) and v.handle.bat:
+        data = np.asarray(v.handle.data).reshape(P, -1)
+        if data.shape[1] != 1:
+            raise TypeError("a loop bound must be a scalar")
+        return data[:, 0].astype(np.int64)
+    return None
+
+
+def _int(v) -> int:
+    if isinstance(v, tl.constexpr):
+        v = v.value
+    return v.__index__() if not isinstance(v, int) else v
+
+
+class _Loop:
+    """What the rewritten loop asks while it runs: whether the running iteration is masked, and
+    the merge of a variable's new and old values."""
+
+    def __init__(self) -> None:
+        self.builder = _builder()
+        self.outer = self.builder.active if self.builder is not None else None
+        self.masked = False
+        self.act: Optional[np.ndarray] = None
+
+    def _set(self, act: np.ndarray) -> None:
+        if self.act is None:
+            self.builder.launch.record.masked_loops += 1
+        self.act = act
+        self.masked = not bool(act.all()) or self.outer is not None
+        self.builder.active = act if self.outer is None else (act & self.outer)
+
+    def _restore(self) -> None:
+        if self.builder is not None:
+            self.builder.active = self.outer
+        self.masked = False
+
+    def merge(self, new, old):
+        """``new`` where the running iteration's programs are active, ``old`` elsewhere."""
+        if not self.masked or old is UNSET or new is old:
+            return new
+        if isinstance(new, (tuple, list)) and isinstance(old, (tuple, list)) and len(new) == len(old):
+            return type(new)(self.merge(n, o) for n, o in zip(new, old))
+        if isinstance(new, tl.constexpr) or isinstance(old, tl.constexpr):
+            new = new.value if isinstance(new, tl.constexpr) else new
+            old = old.value if isinstance(old, tl.constexpr) else old
+            if new == old:
+                return new
+        if not isinstance(new, (tl.tensor, int, float, bool)) or not isinstance(old, (tl.tensor, int, float, bool)):
+            return new
+        act = self.builder.active
+        cond = batched_ops.bat_tensor(act, tl.int1)
+        return tl.where(cond, new, old)
+
+
+class _Range(_Loop):
+    """``range(start, end, step)`` over a batch: plain integers when every program has the same
+    bounds, else the longest trip count with an active mask per iteration."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__()
+        step = kwargs.get("step")
+        if len(args) == 1:
+            start, end = 0, args[0]
+        elif len(args) == 2:
+            start, end = args
+        else:
+            start, end, step = args[:3]
+        self.bounds = (start, end, 1 if step is None else step)
+
+    def __iter__(self):
+        start, end, step = self.bounds
+        b = self.builder
+        per = [_per_program(v, b.P) for v in self.bounds] if b is not None else [None] * 3
+        if all(p is None or (p == p[0]).all() for p in per):  # the same loop in every program
+            yield from range(_int(start), _int(end), _int(step))
+            return
+        P = b.P
+        s, e, st = (p if p is not None else np.full(P, _int(v), dtype=np.int64) for p, v in zip(per, self.bounds))
+        if (st == 0).any():
+            raise ValueError("range() arg 3 must not be zero")
+        trips = np.maximum(0, -((s - e) // st))  # ceil((e - s) / st), for either sign of the step
+        if self.outer is not None:
+            trips = np.where(self.outer, trips, 0)
+        uniform_start = per[0] is None and per[2] is None
+        for k in range(int(trips.max(initial=0))):
+            self._set(trips > k)
+            if uniform_start:
+                yield _int(start) + k * _int(step)
+            else:
+                yield batched_ops.bat_tensor((s + k * st).astype(np.int32), tl.int32)
+        self._restore()
+
+
+class _While(_Loop):
+    """The condition of a ``while`` over a batch: plain truth while every active program agrees,
+    else an active mask that only shrinks (a program that left the loop stays out)."""
+
+    def test(self, cond) -> bool:
+        b = self.builder
+        if b is None:
+            return bool(cond)
+        values = _per_program(cond, b.P) if isinstance(cond, tl.tensor) else None
+        if self.act is None:  # not diverged yet
+            if values is None:
+                go = bool(cond)
+                if not go:
+                    self._restore()
+                return go
+            live = values != 0 if self.outer is None else (values != 0) & self.outer
+            ref = live if self.outer is None else live[self.outer]
+            if ref.shape[0] == 0 or ref.all() or not ref.any():
+                go = bool(ref.shape[0]) and bool(ref[0])
+                if not go:
+                    self._restore()
+                return go
+            self._set(live)
+            return True
+        act = self.act & (values != 0) if values is not None else (self.act if bool(cond) else self.act & False)
+        if not act.any():
+            self._restore()
+            self.act = None
+            return False
+        self._set(act)
+        return True
+
+
+def loop_range(*args, **kwargs) -> _Range:
+    """The rewritten ``range(...)``/``tl.range(...)`` of a loop (keyword arguments other than
+    ``step``, such as ``num_stages``, are ignored as the interpreter ignores them). Its bounds are
+    Python ints, constexprs or scalar kernel values (int32/int64, ``(P,)`` under the batched engine);
+    iterating yields Python ints, or an int32 ``(P,)`` kernel value when the start or step differs
+    between programs.
+
+    Raises (while iterated):
+        ValueError: a step of zero in some program.
+        TypeError: a bound that is a block, not a scalar.
+    """
+    return _Range(*args, **kwargs)
+
+
+def loop_while() -> _While:
+    """The rewritten ``while`` loop's state (its condition goes through ``test``)."""
+    return _While()
+
+
+# --------------------------------------------------------------------------------------------------
+# the rewrite
+# --------------------------------------------------------------------------------------------------
+def _stored_names(body: List[ast.stmt]) -> Optional[List[str]]:
+    """Plain names the statements assign (in order, once each), or None if the loop cannot be
+    rewritten (``break``/``continue``/``return``/``yield``, assignments to attributes or items,
+    ``global``/``nonlocal``)."""
+    names: List[str] = []
+
+    def walk(node) -> bool:
+        if isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Global,
+                             ast.Nonlocal)):
+            return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
+                             ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return True  # their own scope
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)) and isinstance(node.ctx, ast.Store):
+            return False
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            if node.id not in names and not node.id.startswith("_tk_"):  # not a rewritten inner loop's own
+                names.append(node.id)
+        return all(walk(child) for child in ast.iter_child_nodes(node))
+
+    return names if all(walk(s) for s in body) else None
+
+
+def _name(id_: str, store: bool = False) -> ast.Name:
+    return ast.Name(id=id_, ctx=ast.Store() if store else ast.Load())
+
+
+def _call(attr: str, args, keywords=()) -> ast.Call:
+    return ast.Call(func=ast.Attribute(value=_name(_MODULE), attr=attr, ctx=ast.Load()), args=list(args),
+                    keywords=list(keywords))
+
+
+def _saves_and_merges(loop: str, names: List[str]):
+    saves, merges = [], []
+    for i, n in enumerate(names):
+        saved = f"_tk_{loop}_s{i}"
+        saves.append(ast.Try(
+            body=[ast.Assign(targets=[_name(saved, True)], value=_name(n))],
+            handlers=[ast.ExceptHandler(type=_name("NameError"), name=None,
+                                        body=[ast.Assign(targets=[_name(saved, True)],
+                                                         value=ast.Attribute(value=_name(_MODULE), attr="UNSET",
+                                                                             ctx=ast.Load()))])],
+            orelse=[], finalbody=[]))
+        merges.append(ast.Assign(targets=[_name(n, True)],
+                                 value=ast.Call(func=ast.Attribute(value=_name(loop), attr="merge", ctx=ast.Load()),
+                                                args=[_name(n), _name(saved)], keywords=[])))
+    guard = ast.If(test=ast.Attribute(value=_name(loop), attr="masked", ctx=ast.Load()), body=merges, orelse=[])
+    return saves, ([guard] if merges else [])
+
+
+def _is_range(node) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    return (isinstance(f, ast.Name) and f.id == "range") or (isinstance(f, ast.Attribute) and f.attr == "range")
+
+
+class _LoopTransformer(ast.NodeTransformer):
+    def visit_For(self, node: ast.For):
+        node = self.generic_visit(node)
+        if node.orelse or not _is_range(node.iter):
+            return node
+        names = _stored_names(node.body)
+        if names is None:
+            return node
+        target_names = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        names = [n for n in names if n not in target_names]
+        loop = f"_tk_loop{next(_counter)}"
+        saves, merges = _saves_and_merges(loop, names)
+        make = ast.Assign(targets=[_name(loop, True)], value=_call("loop_range", node.iter.args, node.iter.keywords))
+        new_for = ast.For(target=node.target, iter=_name(loop), body=saves + node.body + merges, orelse=[],
+                          type_comment=None)
+        out = [make, new_for]
+        for n in out:
+            ast.copy_location(n, node)
+        return out
+
+    def visit_While(self, node: ast.While):
+        node = self.generic_visit(node)
+        if node.orelse:
+            return node
+        names = _stored_names(node.body)
+        if names is None:
+            return node
+        loop = f"_tk_loop{next(_counter)}"
+        saves, merges = _saves_and_merges(loop, names)
+        make = ast.Assign(targets=[_name(loop, True)], value=_call("loop_while", []))
+        test = ast.Call(func=ast.Attribute(value=_name(loop), attr="test", ctx=ast.Load()), args=[node.test],
+                        keywords=[])
+        new_while = ast.While(test=test, body=saves + node.body + merges, orelse=[])
+        out = [make, new_while]
+        for n in out:
+            ast.copy_location(n, node)
+        return out
+
+
+class SimtRewriter(_interp.FunctionRewriter):
+    """Triton's interpreter rewrite of a ``@triton.jit`` function, then its loops made runnable
+    over a batch whose programs diverge (see the module)."""
+
+    def _transform_ast(self, src):
+        tree = super()._transform_ast(src)
+        tree = _LoopTransformer().visit(tree)
+        ast.fix_missing_locations(tree)
+        return tree
+
+    def _compile_and_exec(self, transformed_ast):
+        self.fn.__globals__.setdefault(_MODULE, sys.modules[__name__])
+        return super()._compile_and_exec(transformed_ast)

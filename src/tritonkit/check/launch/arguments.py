@@ -1,0 +1,215 @@
+"""A launch's arguments as the compiled kernel receives them: bound to the kernel's parameters
+like Triton's JIT binds them, scalars typed like the compiler types them, tensors mapped into the
+launch's address space (tensors on a GPU copied to the host, and back after the launch)."""
+from __future__ import annotations
+
+import inspect
+from typing import Dict, Tuple
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter as _interp
+
+from ..errors import UsageError
+from ..interp.builder import np_dtype_of
+from ..interp.numerics import from_float
+from ..memory import AddressSpace, HostStorage
+
+
+def _is_constexpr(param: inspect.Parameter) -> bool:
+    ann = param.annotation
+    if ann is inspect.Parameter.empty:
+        return False
+    if ann is tl.constexpr or isinstance(ann, tl.constexpr):
+        return True
+    return isinstance(ann, str) and ann.split(".")[-1].strip() == "constexpr"
+
+
+def _dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def scalar_argument(value, annotation_type: str = "", specialize: bool = True):
+    """A scalar kernel argument as the compiled kernel receives it.
+
+    Triton's JIT types a scalar by its value: ``bool`` -> int1, ``int`` -> int32 when it fits, else
+    int64 (uint64 above 2**63), ``float`` -> fp32; the int ``1`` is specialized to the constexpr
+    ``1`` unless the parameter is in ``do_not_specialize``; an annotated parameter (``n: tl.int64``)
+    takes its annotation's type. Returns a ``tl.tensor`` of that type, or the plain value for
+    constexpr specializations and values that are not numbers.
+
+    Raises:
+        UsageError: an integer that does not fit in 64 bits.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, (bool, int, float)):
+        return value
+    try:
+        name = annotation_type.lstrip("*") if annotation_type else triton.runtime.jit.mangle_type(value, specialize)
+    except Exception as e:  # e.g. an int over 64 bits
+        raise UsageError(f"scalar argument {value!r} cannot be passed to a kernel: {e}") from None
+    if name == "constexpr":
+        return value
+    ty = tl.str_to_ty(name, None)
+    if ty.is_floating() and ty.name not in ("fp32", "fp64", "fp16"):
+        data = from_float(np.array([float(value)], dtype=np.float64), ty)
+    else:
+        data = np.array([value]).astype(np_dtype_of(ty))
+    return tl.tensor(_interp.TensorHandle(data, ty), ty)
+
+
+def scalar_specs(jit, pyfn) -> Dict[str, Tuple[str, bool]]:
+    """Per parameter of a kernel: (annotated type or "", whether ints are value-specialized)."""
+    dns = list(getattr(jit, "do_not_specialize", None) or getattr(jit, "kwargs", {}).get("do_not_specialize")
+               or [])
+    out = {}
+    for i, (name, p) in enumerate(inspect.signature(pyfn).parameters.items()):
+        off = i in dns or name in dns
+        try:
+            ann = triton.runtime.jit.KernelParam(i, p, off, False).annotation_type
+        except Exception:  # pragma: no cover - an annotation Triton itself cannot read
+            ann = ""
+        out[name] = (ann if isinstance(ann, str) else "", not off)
+    return out
+
+
+class ArgMapper:
+    """Maps a launch's arguments into the address space (:meth:`convert`), and copies the storages of
+    tensors on another device back after the launch (:meth:`copy_back`)."""
+
+    def __init__(self, space: AddressSpace):
+        self.space = space
+
+    def storage(self, t: torch.Tensor) -> HostStorage:
+        """The host bytes of ``t``'s storage, mapped once per launch (a host copy for a tensor on
+        another device).
+
+        Raises:
+            UsageError: ``t`` is on the ``meta`` device.
+        """
+        st = t.untyped_storage()
+        key = (str(t.device), st.data_ptr())
+        hs = self.space.storages.get(key)
+        if hs is None:
+            if t.device.type == "cpu":
+                host, dev = st, None
+            elif t.device.type == "meta":
+                raise UsageError("a tensor on the 'meta' device has no data to check: pass real tensors")
+            else:
+                host, dev = st.cpu(), st
+            nbytes = host.nbytes()
+            buf_t = torch.empty(0, dtype=torch.uint8).set_(host, 0, (nbytes,), (1,))
+            hs = HostStorage(buf=buf_t.numpy(), device_storage=dev, host_storage=host, key=key + (st.nbytes(),))
+            self.space.storages[key] = hs
+        return hs
+
+    def pointer(self, name: str, arg) -> tl.tensor:
+        """The pointer argument ``name`` for a tensor (or a ``TensorWrapper``): a region of the
+        address space for its view; the kernel gets the region's virtual address.
+
+        Raises:
+            UsageError: the tensor is not strided (sparse, ...).
+        """
+        t = arg.base if isinstance(arg, triton.runtime.jit.TensorWrapper) else arg
+        if t.layout != torch.strided:
+            raise UsageError(f"argument '{name}' is a {t.layout} tensor: Triton kernels take dense (strided) "
+                             "tensors; pass .to_dense()")
+        hs = self.storage(t)
+        itemsize = t.element_size()
+        region = self.space.add(name, hs, t.storage_offset() * itemsize, itemsize, tuple(t.shape), tuple(t.stride()),
+                                _dtype_name(t))
+        ty = tl.str_to_ty(triton.runtime.jit.mangle_type(arg), None)
+        return tl.tensor(_interp.TensorHandle(np.array([region.vaddr], dtype=np.uint64), ty), ty)
+
+    def convert(self, name: str, arg, spec: Tuple[str, bool] = ("", True)):
+        """The argument ``name`` as the kernel receives it: a tensor as a pointer, a tuple item by
+        item, a ``TensorDescriptor`` as the interpreter's descriptor, a scalar typed by
+        :func:`scalar_argument` (``spec``: its annotation and whether it is value-specialized).
+
+        Raises:
+            UsageError: see :meth:`pointer`, :meth:`storage` and :func:`scalar_argument`.
+        """
+        if hasattr(arg, "data_ptr") and hasattr(arg, "untyped_storage") or \
+                isinstance(arg, triton.runtime.jit.TensorWrapper):
+            return self.pointer(name, arg)
+        if isinstance(arg, tuple):
+            items = [self.convert(f"{name}[{i}]", a, spec) for i, a in enumerate(arg)]
+            return type(arg)(*items) if hasattr(arg, "_fields") else type(arg)(items)
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        if isinstance(arg, TensorDescriptor):
+            base = self.pointer(f"{name}.base", arg.base)
+            strides = [_interp._implicit_cvt(s) for s in arg.strides]
+            strides[-1] = tl.constexpr(1)
+            kw = {}
+            if "padding_option" in inspect.signature(_interp.interpreter_semantic.make_tensor_descriptor).parameters:
+                kw["padding_option"] = arg.padding
+            desc = _interp.interpreter_semantic.make_tensor_descriptor(
+                base=base, shape=[_interp._implicit_cvt(s) for s in arg.shape], strides=strides,
+                block_shape=[tl.constexpr(b) for b in arg.block_shape], **kw)
+            if hasattr(desc.handle, "round_f32_to_tf32"):
+                desc.handle.round_f32_to_tf32 = getattr(arg, "round_f32_to_tf32", False)
+            return desc
+        return scalar_argument(arg, *spec)
+
+    def copy_back(self) -> None:
+        """Copy the host copies of device storages that a lane wrote back to the device."""
+        for hs in self.space.storages.values():
+            if hs.device_storage is not None and hs.written:
+                hs.device_storage.copy_(hs.host_storage)
+
+
+def normalize_grid(grid, kernel: str) -> Tuple[Tuple[int, int, int], int]:
+    """``grid`` as ``((x, y, z) program counts, how many dims were given)``.
+
+    Raises:
+        UsageError: not 1 to 3 non-negative integers.
+    """
+    if not isinstance(grid, (tuple, list)):
+        grid = (grid,)
+    try:
+        dims = tuple(int(g) for g in grid)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"kernel {kernel}: the grid must be a tuple of 1 to 3 integers, got {grid!r}") from e
+    if not 1 <= len(dims) <= 3:
+        raise UsageError(f"kernel {kernel}: the grid must have 1 to 3 dimensions, got {len(dims)}: {dims}")
+    if any(d < 0 for d in dims):
+        raise UsageError(f"kernel {kernel}: the grid has a negative dimension: {dims}")
+    return dims + (1,) * (3 - len(dims)), len(dims)
+
+
+def bind_arguments(pyfn, args, kwargs):
+    """Bind a launch's arguments to the kernel's parameters like Triton's JIT does.
+
+    Returns:
+        (bound arguments in signature order, names of constexpr parameters).
+    Raises:
+        UsageError: a parameter has no value, or too many positional arguments were given.
+    """
+    sig = inspect.signature(pyfn)
+    params = sig.parameters
+    kw = {k: v for k, v in kwargs.items() if k in params}
+    try:
+        bound = sig.bind(*args, **kw)
+    except TypeError as e:
+        raise UsageError(f"kernel {pyfn.__name__}: {e} (parameters: {', '.join(params)})") from None
+    bound.apply_defaults()
+    constexprs = {n for n, p in params.items() if _is_constexpr(p)}
+    return dict(bound.arguments), constexprs
+
+
+def spec_item(v):
+    """What a compiled kernel is specialized on for one argument: its type, or a constexpr's value."""
+    if isinstance(v, tl.tensor):
+        return str(v.type)
+    if isinstance(v, tl.tensor_descriptor_base if hasattr(tl, "tensor_descriptor_base") else ()):
+        return "desc"
+    try:
+        hash(v)
+        return ("constexpr", v)
+    except TypeError:
+        return ("constexpr", repr(v))
+
+

@@ -1,0 +1,110 @@
+"""Hooks into Triton's launch paths while a check session is active.
+
+Patched (and restored when the session ends):
+
+* ``JITFunction.run`` and ``InterpretedFunction.run``: every ``kernel[grid](...)`` launch, whether
+  the kernel was decorated with ``TRITON_INTERPRET`` set or not, runs in the checked interpreter;
+* ``JITFunction.__call__`` and ``InterpretedFunction.__call__``: a ``@triton.jit`` device function
+  called from a kernel body runs as interpreted Python (its lines are placed in findings too);
+* ``Autotuner.run``: the kernel is checked under every config once per distinct key, instead of
+  being benchmarked (which needs a GPU; see :mod:`.autotune`);
+* the bodiless ``triton.language.extra.libdevice`` stubs call the CUDA backend's libdevice
+  functions, which the checked builder computes with numpy (:mod:`tritonkit.check.interp.libdevice`).
+
+``Heuristics.run`` needs nothing: it computes its values and calls the patched ``run``.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import types
+from typing import List
+
+from triton.runtime import autotuner as _autotuner
+from triton.runtime import interpreter as _interp
+from triton.runtime import jit as _jit
+
+from ..interp.batched import BatchedBuilder
+from ..interp.kernels import rewritten
+from .active import active_session
+from .autotune import checked_autotune, current_config
+from .run import run_launch
+
+_saved: List[tuple] = []
+
+
+def _checked_run(self, *args, grid, warmup=False, **kwargs):
+    if warmup:
+        return None
+    run_launch(active_session(), self.fn, args, kwargs, grid, config=current_config(), jit=self)
+    return None
+
+
+def _checked_call(self, *args, **kwargs):
+    return rewritten(self.fn, simt=isinstance(_interp.interpreter_builder, BatchedBuilder))(*args, **kwargs)
+
+
+def _libdevice_stubs():
+    """The functions of ``triton.language.extra.libdevice``: bodiless stubs the compiler swaps for the
+    backend's libdevice, which the interpreter would run as ``...`` and so return None."""
+    try:
+        from triton.language.extra import libdevice
+    except ImportError:  # pragma: no cover
+        return []
+    return [fn for fn in vars(libdevice).values()
+            if isinstance(fn, types.FunctionType) and fn.__module__ == libdevice.__name__]
+
+
+@functools.lru_cache(maxsize=None)
+def _libdevice_code(name: str):
+    """Code for a ``triton.language.extra.libdevice`` stub: call the CUDA backend's function of that
+    name (which dispatches on argument types exactly as the compiler does, then reaches the checked
+    builder's ``create_extern_elementwise``), or say that there is none."""
+    try:
+        from triton.language.extra.cuda import libdevice as cuda
+        has = callable(getattr(cuda, name, None))
+    except ImportError:  # pragma: no cover
+        has = False
+    if has:
+        src = (f"def {name}(*args, **kwargs):\n"
+               f"    from triton.language.extra.cuda import libdevice as _cuda\n"
+               f"    from triton.runtime.interpreter import interpreter_semantic as _semantic\n"
+               f"    kwargs.pop('_semantic', None)\n"
+               f"    return _cuda.{name}(*args, _semantic=_semantic, **kwargs)\n")
+    else:
+        src = (f"def {name}(*args, **kwargs):\n"
+               f"    raise NotImplementedError('libdevice.{name} (no CPU version of it)')\n")
+    ns: dict = {}
+    exec(compile(src, "<tritonkit libdevice stub>", "exec"), ns)
+    return ns[name].__code__
+
+
+def _set(obj, name, value) -> None:
+    _saved.append((obj, name, obj.__dict__.get(name, None), name in obj.__dict__))
+    setattr(obj, name, value)
+
+
+def install() -> None:
+    """Patch Triton's launch paths (idempotent while installed)."""
+    if _saved:
+        return
+    _set(_jit.JITFunction, "run", _checked_run)
+    _set(_jit.JITFunction, "__call__", _checked_call)
+    _set(_interp.InterpretedFunction, "run", _checked_run)
+    _set(_interp.InterpretedFunction, "__call__", _checked_call)
+    _set(_autotuner.Autotuner, "run", checked_autotune)
+    # libdevice stubs run the CUDA backend's dispatch, computed on the CPU by tritonkit
+    for fn in _libdevice_stubs():
+        _saved.append((fn, "__code__", fn.__code__, True))
+        fn.__code__ = _libdevice_code(fn.__name__)
+
+
+def uninstall() -> None:
+    """Restore what :func:`install` patched."""
+    while _saved:
+        obj, name, value, had = _saved.pop()
+        if had:
+            setattr(obj, name, value)
+        else:
+            with contextlib.suppress(AttributeError):
+                delattr(obj, name)

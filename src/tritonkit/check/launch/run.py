@@ -1,0 +1,146 @@
+"""One launch, from ``kernel[grid](...)`` to its record: bind the arguments, map the tensors, run the
+programs with an engine (the batched one first, one program at a time where it declines), copy
+written storages back, and turn what stopped the launch into a finding."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import List, Optional
+
+from ..checks.launch_errors import KernelError, Timeout, Unsupported
+from ..engine import BatchedEngine, Engine, SequentialEngine
+from ..errors import CheckAborted, InternalError, LaunchTimeout, StaticAssertFailed, UsageError
+from ..findings import Violation
+from ..interp.kernels import LOCK, innermost_file, innermost_kernel_frame, rewritten, traceback_frames
+from ..results import LaunchRecord
+from ..triton_hooks import patched_language
+from .arguments import ArgMapper, bind_arguments, normalize_grid, scalar_specs, spec_item
+from .state import Launch
+
+_TRITONKIT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def engines(session) -> List[Engine]:
+    """The engines a launch of ``session`` tries, in order: the batched one then one program at a
+    time (``engine="auto"``), or one program at a time only (``engine="sequential"``)."""
+    if session.engine == "sequential":
+        return [SequentialEngine()]
+    return [BatchedEngine(session.batch_memory), SequentialEngine()]
+
+
+def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, jit=None) -> LaunchRecord:
+    """Run one launch of the ``@triton.jit`` function ``pyfn`` in the checked interpreter.
+
+    Args:
+        session: the active :class:`~tritonkit.check.CheckSession`.
+        pyfn: the kernel's Python function (``JITFunction.fn``).
+        args, kwargs: the launch's arguments as given to ``kernel[grid](...)``; keyword arguments
+            that are not parameters (``num_warps``, ``num_stages``, ...) are ignored.
+        grid: a tuple of 1-3 program counts or a callable taking the arguments by name.
+        config: the autotune config's description, to tag findings with.
+        jit: the ``JITFunction`` launched (for ``do_not_specialize`` and annotations), if known.
+    Returns:
+        the :class:`~tritonkit.check.LaunchRecord`.
+    Raises:
+        UsageError: the launch cannot be checked as given.
+        CheckAborted: the kernel could not finish (the reason is a finding) or ``stop_on_first``.
+    """
+    kernel = pyfn.__name__
+    bound, constexprs = bind_arguments(pyfn, args, kwargs)
+    if callable(grid):
+        grid = grid({**kwargs, **bound})
+    dims, ndim = normalize_grid(grid, kernel)
+    launch = Launch(session, pyfn, dims, ndim, config)
+    record = launch.record
+    session.begin_launch(launch)
+    if dims[0] * dims[1] * dims[2] == 0:
+        record.status = "empty_grid"
+        session.end_launch(launch)
+        return record
+    fn = rewritten(pyfn)
+    specs = scalar_specs(jit, pyfn)
+    mapper = ArgMapper(launch.space)
+    start = time.perf_counter()
+    timer = _Timer(session.timeout)
+    with LOCK:
+        try:
+            with patched_language(launch.builder):
+                call_args = {n: (v if n in constexprs else mapper.convert(n, v, specs.get(n, ("", True))))
+                             for n, v in bound.items()}
+                launch.spec_key = (fn.__code__, tuple(spec_item(v) for v in call_args.values()))
+                launch.builder.set_grid_dim(*dims)
+            launch.entry_frame = sys._getframe()
+            with timer:
+                for engine in engines(session):
+                    why = engine.run(launch, call_args)
+                    if why is None:
+                        record.engine = engine.name
+                        break
+                    record.fallback = why
+        except LaunchTimeout as e:
+            record.status = "aborted"
+            launch.report(Violation(kind=Timeout.kind, kernel=kernel, frames=traceback_frames(e.__traceback__),
+                                    program_id=launch.program_id(), access="", masked=False, lanes=0,
+                                    message=f"the launch ran longer than {session.timeout:g} s; "
+                                            f"stopped in program {launch.program_id()[:ndim]}"))
+            raise CheckAborted(f"kernel {kernel} timed out") from None
+        except StaticAssertFailed:
+            record.status = "aborted"
+            raise
+        except (CheckAborted, UsageError, KeyboardInterrupt):
+            record.status = "aborted"
+            raise
+        except Exception as e:  # the kernel could not run: a finding, then stop the program
+            record.status = "aborted"
+            _kernel_failure(session, launch, e)
+            raise CheckAborted(f"kernel {kernel} could not run in the interpreter") from e
+        finally:
+            record.seconds = time.perf_counter() - start
+            mapper.copy_back()
+            session.end_launch(launch)
+    return record
+
+
+def _kernel_failure(session, launch: Launch, exc: BaseException) -> None:
+    """Turn an exception raised while a kernel ran into a finding (or re-raise a tritonkit bug)."""
+    tb = exc.__traceback__
+    if isinstance(exc, NotImplementedError):
+        kind = Unsupported.kind
+        msg = f"cannot run on the CPU: {exc}" if str(exc) else f"cannot run on the CPU: {type(exc).__name__}"
+    elif os.path.abspath(innermost_file(tb)).startswith(_TRITONKIT_DIR + os.sep):
+        raise InternalError(f"tritonkit failed while running kernel {launch.kernel}: {exc!r}") from exc
+    else:
+        kind = KernelError.kind
+        msg = f"{type(exc).__name__}: {exc}"
+    v = Violation(kind=kind, kernel=launch.kernel, frames=traceback_frames(tb), program_id=launch.program_id(),
+                  access="", masked=False, lanes=0, message=msg)
+    v.config = launch.config
+    session.add_violation(v, launch, frame=innermost_kernel_frame(tb) if session.pdb else None)
+
+
+class _Timer:
+    """Raises :class:`~tritonkit.check.errors.LaunchTimeout` in the main thread after ``seconds``
+    (None: never; only in the main thread, where signals are delivered)."""
+
+    def __init__(self, seconds: Optional[float]):
+        self.seconds = seconds
+        self.active = bool(seconds) and threading.current_thread() is threading.main_thread() \
+            and hasattr(signal, "setitimer")
+
+    def _fire(self, signum, frame):
+        raise LaunchTimeout()
+
+    def __enter__(self):
+        if self.active:
+            self.prev = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.prev)
+        return False

@@ -1,0 +1,353 @@
+"""The checked interpreter's memory: a virtual address space with one region per tensor argument.
+
+Triton's own interpreter hands a kernel real host addresses and dereferences them in C++, so a
+stray lane reads heap garbage or corrupts the heap. Here every tensor argument of a launch gets
+its own 1 TiB slot of a *virtual* address space; the kernel only ever sees virtual addresses, and
+every load and store is translated back to (argument, byte offset) before numpy touches the host
+copy of the argument's storage. So:
+
+* any address maps to exactly one argument (its provenance), also when it overruns the tensor by
+  up to 512 GiB in either direction, which is what lets a finding name the argument;
+* two arguments that are views of one storage get two slots mapped onto the same host bytes, so
+  aliasing behaves as on the GPU;
+* nothing outside a storage is ever read or written, whatever the kernel computes.
+
+Nothing in this module reports findings: it resolves addresses and moves bytes. The checks
+(``checks/``) decide which lanes are allowed.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .layout import SLOT_HALF, SLOT_SHIFT, HostStorage, Layout, Region
+
+_SHIFT_OF = {2: 1, 4: 2, 8: 3, 16: 4}
+
+
+_CHUNK = 1 << 16
+
+
+def _steps_are(off: np.ndarray, step: int) -> bool:
+    """Whether consecutive elements of ``off`` (int64, 1-D) differ by ``step``, compared in chunks
+    that stay in cache (and stop at the first chunk that differs)."""
+    n = off.shape[0]
+    if n < 2:
+        return True
+    buf = np.empty(min(_CHUNK, n - 1), dtype=np.int64)
+    for i in range(0, n - 1, _CHUNK):
+        j = min(n - 1, i + _CHUNK)
+        d = buf[: j - i]
+        np.subtract(off[i + 1:j + 1], off[i:j], out=d)
+        if not (d == step).all():
+            return False
+    return True
+
+
+class Resolved:
+    """Addresses of the active lanes of one access, resolved against the address space.
+
+    Attributes:
+        n: number of active lanes.
+        lanes: flat indices (into the access's block) of the active lanes.
+        slot: int64 slot of each active lane (0 or past the last region: no argument).
+        off: int64 byte offset of each active lane from byte 0 of its slot's storage.
+        ok: bool per active lane, whether it may be performed (the checks clear lanes).
+        single_slot: the slot every lane is in, or -1 if they differ.
+        lo, hi: the smallest and largest ``off`` (only meaningful when ``single_slot >= 0``).
+        aligned: every lane's ``off`` is a multiple of the access size (set by a check).
+    """
+
+    __slots__ = ("n", "_lanes", "_slot", "off", "_ok", "single_slot", "lo", "hi", "aligned", "per", "_contig")
+
+    def __init__(self, lanes, slot, off, single_slot: int, lo: int = 0, hi: int = 0):
+        self.n = off.shape[0]
+        self._lanes = lanes  # None: all lanes of the block, in order
+        self._slot = slot  # None: all in single_slot
+        self.off = off
+        self._ok = None  # None: all ok
+        self.single_slot = single_slot
+        self.lo, self.hi = lo, hi
+        self.aligned = False
+        self.per = 0  # batched engine: lanes per program (the block's size); lane // per is the program
+        self._contig = None  # (size, whether contiguous), see contiguous()
+
+    @property
+    def all_lanes(self) -> bool:
+        return self._lanes is None
+
+    @property
+    def lanes(self) -> np.ndarray:
+        return np.arange(self.n) if self._lanes is None else self._lanes
+
+    @property
+    def slot(self) -> np.ndarray:
+        return np.full(self.n, self.single_slot, dtype=np.int64) if self._slot is None else self._slot
+
+    @property
+    def ok(self) -> np.ndarray:
+        return np.ones(self.n, dtype=bool) if self._ok is None else self._ok
+
+    def contiguous(self, size: int) -> bool:
+        """Whether the active lanes, in lane order, are consecutive ``size``-byte elements of one
+        slot (``off == lo + size * arange(n)``, ``lo`` a multiple of ``size``): then memory and the
+        checks' per-element state are read and written as slices. Cached per ``size``; lanes the
+        checks cleared (``ok``) do not change it."""
+        c = self._contig
+        if c is not None and c[0] == size:
+            return c[1]
+        n = self.n
+        yes = (self.single_slot >= 0 and n > 0 and self.lo % size == 0 and self.hi - self.lo == (n - 1) * size
+               and _steps_are(self.off, size))
+        self._contig = (size, yes)
+        return yes
+
+    def keep(self, keep: Optional[np.ndarray]) -> None:
+        """Clear the lanes where ``keep`` is False (None keeps all)."""
+        if keep is not None:
+            self._ok = keep if self._ok is None else (self._ok & keep)
+
+
+class AddressSpace:
+    """All tensor arguments of one launch, mapped into the virtual address space."""
+
+    def __init__(self) -> None:
+        self.regions: List[Region] = []
+        self.storages: Dict[Tuple[str, int], HostStorage] = {}
+        # while the batched engine runs a transaction: the undo list every write is journaled into
+        self.journal: Optional[list] = None
+
+    def _journal(self, arr: np.ndarray, idx: np.ndarray) -> None:
+        """Remember the values at ``arr[idx]`` so that the running transaction can put them back."""
+        if self.journal is not None:
+            old = arr[idx]
+            self.journal.append(lambda: arr.__setitem__(idx, old))
+
+    def region(self, slot: int) -> Optional[Region]:
+        if 1 <= slot <= len(self.regions):
+            return self.regions[slot - 1]
+        return None
+
+    def cell_bytes(self, storage: HostStorage) -> int:
+        """The element size (bytes) at which accesses to ``storage`` are compared: the smallest
+        element type of the arguments mapped onto it."""
+        return min(r.layout.itemsize for r in self.regions if r.storage is storage)
+
+    def region_of(self, res: "Resolved") -> Optional[Region]:
+        """The region of an access's first active lane (None when there is none, or it points into no
+        argument)."""
+        if res.n == 0:
+            return None
+        return self.region(res.single_slot if res.single_slot >= 0 else int(res.slot[0]))
+
+    def add(self, name: str, storage: HostStorage, start: int, itemsize: int, shape, strides, dtype: str) -> Region:
+        region = Region(slot=len(self.regions) + 1, name=name, shape=tuple(shape), strides=tuple(strides),
+                        dtype=dtype, storage=storage, layout=Layout(start, itemsize, shape, strides))
+        self.regions.append(region)
+        return region
+
+    def resolve(self, addrs: np.ndarray, mask: Optional[np.ndarray]) -> Resolved:
+        """Resolve a block of addresses.
+
+        Args:
+            addrs: uint64 virtual addresses, any shape.
+            mask: bool of the same shape (or broadcastable), or None for all lanes.
+        """
+        flat = addrs.reshape(-1) if addrs.dtype == np.uint64 else np.asarray(addrs, dtype=np.uint64).reshape(-1)
+        lanes = None
+        act = flat
+        if mask is not None:
+            m = mask if mask.shape == addrs.shape else np.broadcast_to(mask, addrs.shape)
+            m = m.reshape(-1)
+            if not m.all():
+                lanes = np.flatnonzero(m)
+                act = flat[lanes]
+        if act.shape[0] == 0:
+            return Resolved(lanes, None, np.zeros(0, dtype=np.int64), 0)
+        s0 = int(act[0]) >> SLOT_SHIFT
+        if 1 <= s0 <= len(self.regions):  # one slot, the common case: one subtraction (the base is < 2**63)
+            off = act.view(np.int64) - np.int64((s0 << SLOT_SHIFT) + SLOT_HALF)
+            lo, hi = int(off.min()), int(off.max())
+            if lo >= -SLOT_HALF and hi < SLOT_HALF:
+                return Resolved(lanes, None, off, s0, lo, hi)
+        slot = (act >> np.uint64(SLOT_SHIFT)).astype(np.int64)
+        off = (act - ((slot.astype(np.uint64) << np.uint64(SLOT_SHIFT)) + np.uint64(SLOT_HALF))).view(np.int64)
+        return Resolved(lanes, slot, off, -1)
+
+    def in_storage(self, res: Resolved, size: int) -> Optional[np.ndarray]:
+        """Lanes whose ``size`` bytes lie inside their slot's storage (the bare safety condition).
+
+        Returns None when every lane does.
+        """
+        if res.single_slot >= 0:
+            region = self.region(res.single_slot)
+            if region is None:
+                return np.zeros(res.n, dtype=bool)
+            if res.lo >= 0 and res.hi + size <= region.storage.nbytes:
+                return None
+            return (res.off >= 0) & (res.off + size <= region.storage.nbytes)
+        nbytes = np.zeros(len(self.regions) + 2, dtype=np.int64)
+        nbytes[1:len(self.regions) + 1] = [r.storage.nbytes for r in self.regions]
+        slot = np.clip(res.slot, 0, len(self.regions) + 1)
+        return (res.off >= 0) & (res.off + size <= nbytes[slot]) & (res.slot == slot)
+
+    def in_view(self, res: Resolved, size: int) -> Optional[np.ndarray]:
+        """Lanes inside the view of their own argument or of another argument on the same storage.
+
+        Returns None when every lane is.
+        """
+        if res.single_slot >= 0:
+            region = self.region(res.single_slot)
+            if region is None:
+                return np.zeros(res.n, dtype=bool)
+            layout = region.layout
+            if layout.dense and res.n and res.lo >= layout.start and res.hi + size <= layout.end:
+                return None
+            ok = layout.valid(res.off, size)
+            if not ok.all():
+                for other in self.regions:
+                    if other is not region and other.storage is region.storage:
+                        bad = ~ok
+                        ok[bad] = other.layout.valid(res.off[bad], size)
+            return ok
+        ok = np.zeros(res.n, dtype=bool)
+        for slot in np.unique(res.slot):
+            if self.region(int(slot)) is None:
+                continue
+            sel = res.slot == slot
+            off = res.off[sel]
+            sub = Resolved(None, None, off, int(slot), int(off.min()), int(off.max()))
+            sub_ok = self.in_view(sub, size)
+            ok[sel] = True if sub_ok is None else sub_ok
+        return ok
+
+    # --- moving bytes (lanes already filtered by ``res.ok``) ---------------------------------------
+    def _groups(self, res: Resolved):
+        """Yield (region, selector into res arrays or None for all) for the lanes allowed by ``res.ok``."""
+        if res.single_slot >= 0:
+            region = self.region(res.single_slot)
+            if region is None or res.n == 0:
+                return
+            if res._ok is None:
+                yield region, None
+            elif res._ok.any():
+                yield region, res._ok
+            return
+        ok = res.ok
+        for slot in np.unique(res.slot[ok]):
+            region = self.region(int(slot))
+            if region is not None:
+                yield region, ok & (res.slot == slot)
+
+    @staticmethod
+    def _lanes(res: Resolved, sel) -> np.ndarray:
+        """Block lane indices of the lanes ``sel`` picks (None: all of ``res``)."""
+        return res.lanes if sel is None else res.lanes[sel]
+
+    @staticmethod
+    def _index(region: Region, off: np.ndarray, dtype: np.dtype, aligned: bool):
+        size = dtype.itemsize
+        if size == 1:
+            return region.storage.typed(dtype), off
+        if aligned or not (off & (size - 1)).any():
+            return region.storage.typed(dtype), off >> _SHIFT_OF[size]
+        return None, None
+
+    @staticmethod
+    def _span(res: Resolved, sel, dtype: np.dtype) -> Optional[slice]:
+        """The element slice of the lanes' storage (as ``dtype``) that they cover, when they
+        are all allowed and consecutive (see :meth:`Resolved.contiguous`); else None."""
+        size = dtype.itemsize
+        if sel is not None or not res.contiguous(size):
+            return None
+        start = res.lo // size
+        return slice(start, start + res.n)
+
+    def gather(self, res: Resolved, dtype: np.dtype, out_flat: np.ndarray) -> None:
+        """Read the allowed lanes into ``out_flat`` (a flat array of ``dtype`` over the block)."""
+        for region, sel in self._groups(res):
+            span = self._span(res, sel, dtype)
+            if span is not None:
+                typed = region.storage.typed(dtype)
+                if res.all_lanes:
+                    out_flat[:] = typed[span]
+                else:
+                    out_flat[res.lanes] = typed[span]
+                continue
+            off = res.off if sel is None else res.off[sel]
+            typed, idx = self._index(region, off, dtype, res.aligned)
+            if typed is not None:
+                if sel is None and res.all_lanes:
+                    out_flat[:] = typed[idx]
+                else:
+                    out_flat[self._lanes(res, sel)] = typed[idx]
+            else:  # misaligned lanes (allowed only when checks are off): byte by byte
+                size = dtype.itemsize
+                raw = region.storage.buf[off[:, None] + np.arange(size)[None, :]]
+                out_flat[self._lanes(res, sel)] = raw.copy().view(dtype).reshape(-1)
+
+    def scatter(self, res: Resolved, values_flat: np.ndarray) -> None:
+        """Write ``values_flat[lane]`` for the allowed lanes (later lanes win on duplicates)."""
+        dtype = values_flat.dtype
+        for region, sel in self._groups(res):
+            region.storage.written = True
+            vals = values_flat if (sel is None and res.all_lanes) else values_flat[self._lanes(res, sel)]
+            span = self._span(res, sel, dtype)
+            if span is not None:
+                typed = region.storage.typed(dtype)
+                if self.journal is not None:
+                    old = typed[span].copy()
+                    self.journal.append(lambda typed=typed, span=span, old=old: typed.__setitem__(span, old))
+                typed[span] = vals
+                continue
+            off = res.off if sel is None else res.off[sel]
+            typed, idx = self._index(region, off, dtype, res.aligned)
+            if typed is not None:
+                self._journal(typed, idx)
+                typed[idx] = vals
+            else:
+                size = dtype.itemsize
+                raw = np.ascontiguousarray(vals).view(np.uint8).reshape(-1, size)
+                byte_idx = off[:, None] + np.arange(size)[None, :]
+                self._journal(region.storage.buf, byte_idx)
+                region.storage.buf[byte_idx] = raw
+
+    def read_modify_write(self, res: Resolved, dtype: np.dtype, fn) -> np.ndarray:
+        """Apply ``new = fn(old, lanes)`` to the allowed lanes; return the old values.
+
+        ``fn`` gets the old values and the positions (into ``res`` arrays) of those lanes. Lanes
+        that hit the same element are applied one after another in lane order, as atomics are.
+
+        Returns:
+            the old value of every active lane (``dtype``, zeros where a lane was not allowed),
+            in ``res.lanes`` order.
+        """
+        olds = np.zeros(res.n, dtype=dtype)
+        for region, sel in self._groups(res):
+            pos = np.arange(res.n) if sel is None else np.flatnonzero(sel)
+            typed, idx = self._index(region, res.off[pos], dtype, res.aligned)
+            if typed is None:
+                continue  # misaligned atomics are dropped (the bounds check reports them)
+            region.storage.written = True
+            self._journal(typed, idx)
+            order = np.argsort(idx, kind="stable")
+            sidx = idx[order]
+            dup = sidx[1:] == sidx[:-1]
+            if not dup.any():
+                old = typed[idx].copy()
+                typed[idx] = fn(old, pos)
+                olds[pos] = old
+                continue
+            # lanes that hit one element are applied one after another in lane order: in rounds, the
+            # k-th lane of every element in round k
+            starts = np.r_[0, np.flatnonzero(~dup) + 1]
+            run = np.diff(np.r_[starts, sidx.shape[0]])
+            for k in range(int(run.max())):
+                live = run > k
+                sel = order[starts[live] + k]
+                i, p = idx[sel], pos[sel]
+                old = typed[i].copy()
+                typed[i] = fn(old, p)
+                olds[p] = old
+        return olds

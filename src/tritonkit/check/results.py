@@ -1,0 +1,154 @@
+"""What a checked run produced, as plain data that crosses processes and files: one
+:class:`LaunchRecord` per launch, one :class:`KernelSummary` per kernel, and the whole run as a
+:class:`CheckReport` (what ``tritonkit check --json`` writes and the doctor reads back)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .findings import Finding, read_fields
+
+
+@dataclasses.dataclass
+class LaunchRecord:
+    """What one checked launch did.
+
+    Attributes:
+        kernel: the kernel's name.
+        grid: the grid, as (x, y, z) program counts.
+        programs: programs run (the product of the grid unless stopped early).
+        config: the autotune config, or None.
+        accesses: memory operations checked (one per op per program).
+        lanes: active lanes checked.
+        seconds: wall time of the launch in the interpreter, in seconds.
+        status: ``"ok"``, ``"empty_grid"`` or ``"aborted"``.
+        engine: which engine ran it: ``"batched"`` (many programs per execution of the kernel's
+            body) or ``"sequential"`` (one program at a time: forced, or after ``fallback``).
+        fallback: why the batched engine gave the launch to the sequential one, or None.
+        batches: executions of the kernel's body for a batch of programs (0 when sequential).
+        groups: extra batches made where control flow diverged between programs.
+        masked_loops: executions of a loop whose trip count differed between the programs of a
+            batch, run once for the batch with an active mask (see ``_simt``).
+        flops: floating-point operations the launch's programs executed, counted like Nsight
+            Compute counts them: 1 per element of an add, subtract, multiply or divide, 2 of an
+            fma, ``2*M*N*K`` per ``tl.dot``; every lane of the block, masked or not (what the
+            hardware executes); special functions (exp, sqrt, ...) not counted.
+        flops_by_width: the same by the operands' width, as Proton names them: ``{"flops16": n,
+            "flops32": m}`` (a ``tl.dot`` on bf16 is ``flops16``).
+        bytes_read, bytes_written: bytes the active, in-bounds lanes of loads / stores moved (an
+            atomic counts as both); None unless the :class:`~tritonkit.check.checks.AccessMap` check ran.
+        unique_bytes_read, unique_bytes_written: bytes of the distinct elements read / written
+            (what a perfect cache fetches from DRAM); None where not tracked (see ``AccessMap``).
+        access_maps: binned maps of which elements each tensor argument had read and written, by
+            which program, and the lanes outside it (``AccessMap``; empty when not kept).
+    """
+
+    kernel: str
+    grid: Tuple[int, int, int]
+    programs: int = 0
+    config: Optional[str] = None
+    accesses: int = 0
+    lanes: int = 0
+    seconds: float = 0.0
+    status: str = "ok"
+    engine: str = "sequential"
+    fallback: Optional[str] = None
+    batches: int = 0
+    groups: int = 0
+    masked_loops: int = 0
+    flops: int = 0
+    flops_by_width: Dict[str, int] = dataclasses.field(default_factory=dict)
+    bytes_read: Optional[int] = None
+    bytes_written: Optional[int] = None
+    unique_bytes_read: Optional[int] = None
+    unique_bytes_written: Optional[int] = None
+    access_maps: List[dict] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """Plain JSON data (every attribute; ``grid`` as a list)."""
+        out = dataclasses.asdict(self)
+        out["grid"] = list(self.grid)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LaunchRecord":
+        """The inverse of :meth:`to_dict`, tolerant (see :func:`~tritonkit.check.findings.read_fields`):
+        unknown keys are ignored, a missing or malformed field takes its default (``kernel`` ``"?"``,
+        ``grid`` ``()``: unknown).
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        return cls(**read_fields(cls, d, kernel="?", grid=()))
+
+
+@dataclasses.dataclass
+class KernelSummary:
+    """Per kernel: launches and programs checked, configs seen, findings made, seconds in the interpreter."""
+
+    name: str
+    launches: int = 0
+    programs: int = 0
+    configs: List[str] = dataclasses.field(default_factory=list)
+    findings: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        """Plain JSON data."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "KernelSummary":
+        """The inverse of :meth:`to_dict`, tolerant like :meth:`LaunchRecord.from_dict` (``name`` ``"?"``).
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        return cls(**read_fields(cls, d, name="?"))
+
+
+@dataclasses.dataclass
+class CheckReport:
+    """A whole checked run: what ``tritonkit check --json FILE`` writes
+    (:meth:`~tritonkit.check.CheckSession.report` makes one).
+
+    Attributes:
+        findings: the folded findings, in order of discovery.
+        launches: how many launches were checked.
+        kernels: one summary per kernel.
+        launch_records: one record per launch.
+        summary: totals (see :meth:`~tritonkit.check.CheckSession.summary`).
+        versions: ``{"tritonkit": ..., "triton": ...}``.
+        script: ``{"target": [argv...], "failed": bool}`` when the command line ran a script, else None.
+    """
+
+    findings: List[Finding] = dataclasses.field(default_factory=list)
+    launches: int = 0
+    kernels: List[KernelSummary] = dataclasses.field(default_factory=list)
+    launch_records: List[LaunchRecord] = dataclasses.field(default_factory=list)
+    summary: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    versions: Dict[str, str] = dataclasses.field(default_factory=dict)
+    script: Optional[Dict[str, Any]] = None
+
+    def to_dict(self) -> dict:
+        """Plain JSON data (``script`` left out when None)."""
+        out = {"findings": [f.to_dict() for f in self.findings], "launches": self.launches,
+               "kernels": [k.to_dict() for k in self.kernels],
+               "launch_records": [r.to_dict() for r in self.launch_records], "summary": dict(self.summary),
+               "versions": dict(self.versions)}
+        if self.script is not None:
+            out["script"] = dict(self.script)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CheckReport":
+        """The inverse of :meth:`to_dict`, tolerant: items of a list that are not objects are left
+        out, every other field reads as :func:`~tritonkit.check.findings.read_fields` does.
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        kw = read_fields(cls, d)
+        for name, item in (("findings", Finding), ("kernels", KernelSummary), ("launch_records", LaunchRecord)):
+            kw[name] = [item.from_dict(x) for x in kw.get(name, []) if isinstance(x, Mapping)]
+        return cls(**kw)

@@ -1,0 +1,278 @@
+"""Check sessions: while one is active, every Triton kernel launch runs in the checked interpreter."""
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Dict, Iterator, List, Optional
+
+from .checks import KINDS, Check, Hooks, default_checks, kind_of, make_checks
+from .errors import CheckAborted, InternalError
+from .findings import Finding, FindingLog, Violation
+from .launch import intercept
+from .launch.active import activate, active_session, deactivate
+from .results import CheckReport, KernelSummary, LaunchRecord
+
+__all__ = ["CheckSession", "checking", "check_launch", "active_session", "ENGINES"]
+
+ENGINES = ("auto", "sequential")
+
+
+class CheckSession:
+    """Collects the launches and findings of a checked run.
+
+    Create it with :func:`checking` rather than directly.
+
+    Args:
+        checks: the checks to run, as finding kinds (``"out_of_bounds"``, ``"undefined_value"``,
+            ``"data_race"``, ``"uninitialized_read"``, ``"int_overflow"``, ``"nan_inf"``) or
+            :class:`~tritonkit.check.checks.Check` instances; None for the defaults (all but
+            ``nan_inf``). An empty list runs the interpreter with only the safety net (lanes outside a
+            storage are dropped unreported).
+        nan: add the ``nan_inf`` check to the defaults (ignored when ``checks`` is given).
+        stop_on_first: stop the program (raise :class:`CheckAborted`) at the first finding.
+        timeout: seconds one launch may run before it is stopped and reported, None for no limit
+            (ignored with ``pdb``: time spent in the debugger is not the kernel's).
+        pdb: open the Python debugger at the first finding, in the kernel frame of the offending
+            program and line (launches then run one program at a time).
+        engine: ``"auto"`` (the default: the batched engine, which runs many programs per execution
+            of the kernel's body, falling back to one program at a time per launch where it must) or
+            ``"sequential"`` (one program at a time, like Triton's interpreter).
+        batch_memory: the most bytes one value of a batch may take (None: 256 MiB); smaller batches
+            use less memory and run slower.
+
+    Raises:
+        ValueError: an unknown ``engine``, or a ``batch_memory`` that is not a positive integer.
+    """
+
+    def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
+                 timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
+                 batch_memory: Optional[int] = None) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        if batch_memory is not None and (not isinstance(batch_memory, int) or batch_memory <= 0):
+            raise ValueError(f"batch_memory must be a positive number of bytes, not {batch_memory!r}")
+        self.engine = engine
+        self.batch_memory = batch_memory
+        self.checks: List[Check] = default_checks(nan=nan) if checks is None else make_checks(checks)
+        #: the checks' hooks by event (what the builder calls)
+        self.hooks = Hooks(self.checks)
+        self.stop_on_first = stop_on_first
+        self.timeout = None if pdb else timeout
+        self.pdb = pdb
+        self.pdb_done = False
+        self.launches: List[LaunchRecord] = []
+        self._log = FindingLog(KINDS)
+        self._kernels: Dict[str, KernelSummary] = {}
+        self.aborted: Optional[str] = None
+        # (id(autotuner), key) -> autotuner: keys already checked under every config in this session
+        self.autotuned_keys: Dict[tuple, object] = {}
+        # (specialization, call site) of static_print/static_assert already run: once per compilation
+        self.static_sites: set = set()
+
+    # --- results ----------------------------------------------------------------------------------
+    @property
+    def findings(self) -> List[Finding]:
+        """The findings so far, folded by (kind, kernel, file, line, argument), in order of discovery."""
+        return self._log.findings()
+
+    @property
+    def kernels(self) -> List[KernelSummary]:
+        """One summary per kernel launched, in order of first launch."""
+        return list(self._kernels.values())
+
+    def summary(self) -> dict:
+        """Totals: launches, programs run, accesses and lanes checked, findings by kind, fallbacks."""
+        by_kind: Dict[str, int] = {}
+        for f in self.findings:
+            by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+        return {
+            "launches": len(self.launches),
+            "programs": sum(r.programs for r in self.launches),
+            "accesses": sum(r.accesses for r in self.launches),
+            "lanes": sum(r.lanes for r in self.launches),
+            "empty_grids": sum(r.status == "empty_grid" for r in self.launches),
+            "seconds": sum(r.seconds for r in self.launches),
+            "findings_by_kind": by_kind,
+            "checks": [c.kind for c in self.checks],
+            "engine": self.engine,
+            "batched_launches": sum(r.engine == "batched" for r in self.launches),
+            "fallbacks": [{"kernel": r.kernel, "grid": list(r.grid), "engine": r.engine, "reason": r.fallback}
+                          for r in self.launches if r.fallback],
+            "aborted": self.aborted,
+        }
+
+    def report(self, script: Optional[dict] = None) -> CheckReport:
+        """The session as a :class:`~tritonkit.check.CheckReport` (``script``: what the command line
+        ran, ``{"target": argv, "failed": bool}``, or None)."""
+        import triton
+
+        from .._version import __version__
+        return CheckReport(findings=self.findings, launches=len(self.launches), kernels=self.kernels,
+                           launch_records=list(self.launches), summary=self.summary(),
+                           versions={"tritonkit": __version__, "triton": triton.__version__}, script=script)
+
+    def to_dict(self) -> dict:
+        """The session as JSON-ready data: ``{"findings", "launches", "kernels", "launch_records",
+        "summary", "versions"}`` (:meth:`report`'s ``to_dict``)."""
+        return self.report().to_dict()
+
+    # --- called by launches ----------------------------------------------------------------------
+    def begin_launch(self, launch) -> None:
+        """A launch starts (``launch``: a :class:`~tritonkit.check.launch.Launch`): record it, start
+        the checks' per-launch state."""
+        self.launches.append(launch.record)
+        k = self._kernels.setdefault(launch.kernel, KernelSummary(launch.kernel))
+        k.launches += 1
+        if launch.config is not None and launch.config not in k.configs:
+            k.configs.append(launch.config)
+        for check in self.checks:
+            check.begin_launch(launch)
+
+    def end_launch(self, launch) -> None:
+        """A launch ended: end the checks' per-launch state, count its programs and seconds."""
+        for check in self.checks:
+            check.end_launch(launch)
+        k = self._kernels[launch.kernel]
+        k.programs += launch.record.programs
+        k.seconds += launch.record.seconds
+
+    def add_violation(self, v: Violation, launch, frame=None) -> None:
+        """Fold a violation of ``launch`` into the findings; open pdb at ``frame`` (a kernel frame)
+        for the first one with ``pdb``.
+
+        Raises:
+            CheckAborted: ``stop_on_first``, for a kind that does not stop its launch itself.
+        """
+        new = self._log.add(v, id(launch.record), launch.grid_ndim)
+        if new:
+            self._kernels[launch.kernel].findings += 1
+        if self.pdb and not self.pdb_done and frame is not None:
+            self.pdb_done = True
+            _debug_at(frame, v)
+        if self.stop_on_first and not kind_of(v.kind).aborts_launch:
+            self.aborted = "stopped at the first finding (--stop-on-first)"
+            raise CheckAborted(self.aborted)
+
+
+def _debug_at(frame, v: Violation) -> None:
+    """Open pdb on a kernel frame. A live frame (the program is still running) can be stepped with
+    ``n``/``s`` and resumed with ``c``; a frame that raised is inspected post mortem."""
+    import pdb
+
+    pid = ", ".join(str(i) for i in v.program_id)
+    sys.stdout.write(f"\ntritonkit: {v.kind} in {v.kernel}, program ({pid}), line {frame.f_lineno}"
+                     f"{': ' + v.message if v.message else ''}\n"
+                     "tritonkit: tensors print as numpy arrays (p offsets, p mask; np.asarray(x) gives one); "
+                     "'c' goes on checking\n")
+    sys.stdout.flush()
+    debugger = pdb.Pdb()
+    debugger.reset()
+    f = frame
+    while f is not None:
+        debugger.botframe = f
+        f = f.f_back
+    debugger.interaction(frame, None)
+    if debugger.quitting:
+        raise CheckAborted("quit from pdb")
+    if debugger.stoplineno != -1 and _on_stack(frame):
+        # n / s / until / return: trace from the kernel frame, as pdb.set_trace does, to stop there
+        f = frame
+        while f is not None:
+            f.f_trace = debugger.trace_dispatch
+            f = f.f_back
+        sys.settrace(debugger.trace_dispatch)
+
+
+def _on_stack(frame) -> bool:
+    f = sys._getframe()
+    while f is not None:
+        if f is frame:
+            return True
+        f = f.f_back
+    return False
+
+
+@contextlib.contextmanager
+def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
+             timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
+             batch_memory: Optional[int] = None) -> Iterator[CheckSession]:
+    """Check every Triton kernel launched inside the ``with`` block on the CPU.
+
+    Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
+    runs in tritonkit's checked interpreter, whatever ``TRITON_INTERPRET`` says; tensors on a GPU
+    are copied to the host and back. An autotuned kernel runs under every config once per
+    distinct key (outputs are restored after each but the first config, which is the one kept).
+
+    Args:
+        checks: the checks to run, as finding kinds or Check instances (None: the defaults, every
+            kind but ``nan_inf``).
+        stop_on_first: raise :class:`CheckAborted` at the first finding.
+        timeout: seconds a launch may run before it is stopped and reported (None: no limit).
+        pdb: open pdb at the first finding, in the kernel frame of the offending program.
+        nan: also report where NaN/Inf values that reach memory were made (``nan_inf``).
+        engine: ``"auto"`` (batched, with a per-launch fallback to one program at a time) or
+            ``"sequential"`` (always one program at a time).
+        batch_memory: the most bytes one value of a batch may take (None: 256 MiB).
+
+    Yields:
+        the :class:`CheckSession`; read ``session.findings`` after the block.
+
+    Raises:
+        RuntimeError: if a session is already active (sessions do not nest).
+        ValueError: an unknown check kind in ``checks``, an unknown ``engine``, a bad ``batch_memory``.
+        CheckAborted: out of the block, when a kernel could not finish or ``stop_on_first`` fired;
+            the reason is in ``session.findings``.
+
+    Example::
+
+        with tritonkit.checking() as session:
+            add_kernel[(4,)](x, y, out, 1000, BLOCK_SIZE=256)
+        assert not session.findings
+    """
+    session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan,
+                           engine=engine, batch_memory=batch_memory)
+    activate(session)
+    intercept.install()
+    started: List[Check] = []
+    try:
+        for check in session.checks:
+            check.begin_session(session)
+            started.append(check)
+        yield session
+    except CheckAborted as e:
+        if session.aborted is None:
+            session.aborted = str(e)
+        raise
+    finally:
+        for check in reversed(started):
+            check.end_session(session)
+        intercept.uninstall()
+        deactivate()
+
+
+def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, nan: bool = False,
+                 engine: str = "auto", **kwargs) -> CheckSession:
+    """Check one launch of one kernel: ``kernel[grid](*args, **kwargs)`` in the checked interpreter.
+
+    Args:
+        kernel: a ``@triton.jit`` function, possibly wrapped by ``@triton.autotune`` or
+            ``@triton.heuristics``.
+        grid: the launch grid (tuple of program counts, or a callable of the arguments).
+        *args, **kwargs: the kernel's arguments, as for ``kernel[grid](...)``.
+        checks: the checks to run (None: the defaults).
+        nan: also run the ``nan_inf`` check.
+        engine: ``"auto"`` or ``"sequential"`` (see :func:`checking`).
+
+    Returns:
+        the :class:`CheckSession` with the findings and the launch record. A launch that could
+        not finish is reported as a finding (``unsupported``, ``kernel_error``, ``timeout``), not
+        raised.
+    """
+    try:
+        with checking(checks=checks, nan=nan, engine=engine) as session:
+            kernel[grid](*args, **kwargs)
+    except InternalError:
+        raise
+    except CheckAborted:
+        pass
+    return session

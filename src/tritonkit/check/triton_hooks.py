@@ -1,0 +1,254 @@
+"""Triton's language as the checked interpreter runs it: what tritonkit patches in ``triton.language``
+while a launch runs, and what it computes in place of Triton's interpreter.
+
+* :class:`patched_language` — Triton's own interpreter patches of ``triton.language`` with a
+  tritonkit builder underneath, restored on exit; plus tritonkit's own: ``bool``/``index`` of kernel
+  values under the batched engine, ``np.asarray`` of kernel tensors (pdb), builtins an earlier plain
+  interpreter launch left stale;
+* ``tl.reduce`` / ``tl.associative_scan`` with bf16/fp16/fp8 inputs computed on exact fp32 copies
+  and rounded once (numpy would add raw bf16 bits), batched where the inputs are, shown to the
+  checks' ``reduce`` hooks;
+* ``tl.static_print`` / ``tl.static_assert`` once per specialization and call site, as at compile
+  time (a failed ``static_assert`` is an ``assert_failed`` finding, unless an autotuner is trying
+  configs: see :data:`autotuning`).
+"""
+from __future__ import annotations
+
+import contextvars
+import sys
+import numpy as np
+import triton.language as tl
+from triton.runtime import interpreter as _interp
+
+from .checks.asserts import AssertFailed
+from .errors import StaticAssertFailed
+from .findings import Violation
+from .interp import batched_ops, taint
+from .interp.batched_ops import BatchedReduce, BatchedScan, is_batched
+from .interp.kernels import kernel_frames
+from .interp.numerics import BITS_TYPES, from_float, to_float, values
+
+#: True while an autotuner tries its configs (a config that fails a static_assert is skipped there)
+autotuning: "contextvars.ContextVar[bool]" = contextvars.ContextVar("tritonkit_autotuning", default=False)
+
+
+def _tensor_array(self, dtype=None, copy=None):
+    data = values(self.handle.data, self.dtype)
+    return data if dtype is None else data.astype(dtype)
+
+
+def _unstale(scope) -> None:
+    """Put back, for this scope, Triton builtins that an earlier plain-interpreter launch left
+    patched (Triton 3.6 does not restore ``triton.language.core`` after kernels that call jitted
+    functions such as ``tl.max``): the stale wrapper is bound to that launch's builder, and
+    re-patching skips what is no longer a builtin. Triton's wrapper keeps the original as its
+    ``member`` keyword default."""
+    for pkg in (tl, tl.core, tl.math, tl.tensor):
+        for name, member in list(vars(pkg).items()):
+            if getattr(member, "__name__", "") != "<lambda>" or getattr(member, "__module__", "") != _interp.__name__:
+                continue
+            original = (getattr(member, "__kwdefaults__", None) or {}).get("member")
+            if original is not None and tl.core.is_builtin(original):
+                scope.set_attr(pkg, name, original)
+
+
+class patched_language:
+    """Triton's language patched for interpretation, with ``builder`` (a
+    :class:`~tritonkit.check.interp.builder.CheckedBuilder`) underneath, for a ``with`` block."""
+
+    def __init__(self, builder):
+        self.builder = builder
+
+    def __enter__(self):
+        scope = _interp._LangPatchScope()
+        _unstale(scope)
+        for lang in (tl, tl.core):
+            _interp._patch_builtin(lang, self.builder, scope)
+            _interp._patch_builtin(lang.tensor, self.builder, scope)
+            if lang is tl:
+                _interp._patch_builtin(lang.math, self.builder, scope)
+            _interp._patch_lang_tensor(lang.tensor, scope)
+            _interp._patch_lang_core(lang, scope)
+            # Triton < 3.7 converts with int(array of shape (1,)), which NumPy >= 2.4 refuses; under the
+            # batched engine a value that differs between programs splits the batch (see _batched)
+            scope.set_attr(lang.tensor, "__index__", batched_ops.tensor_index)
+            scope.set_attr(lang.tensor, "__bool__", batched_ops.tensor_bool)
+            scope.set_attr(lang.tensor, "T", property(batched_ops.tensor_transpose))
+            # np.asarray(x) of a kernel tensor is its values (in pdb, in device-side debugging)
+            scope.set_attr(lang.tensor, "__array__", _tensor_array)
+        _interp._patch_builtin(tl.core.tensor_descriptor_base, self.builder, scope)
+        cuda_libdevice = _cuda_libdevice()
+        if cuda_libdevice is not None:  # called directly: tl.extra.cuda.libdevice.tanh(x)
+            _interp._patch_builtin(cuda_libdevice, self.builder, scope)
+        for lang in (tl, tl.core):
+            scope.set_attr(lang, "reduce", _reduce)
+            scope.set_attr(lang, "associative_scan", _scan)
+        for lang in (tl, tl.core):
+            scope.set_attr(lang, "static_print", _static_print)
+            scope.set_attr(lang, "static_assert", _static_assert)
+        taint.install(scope)
+        scope.set_attr(_interp.TensorHandle, "bat", False)  # values with a program axis (batched engine)
+        self.errstate = np.errstate(all="ignore")  # the GPU raises no floating-point exceptions
+        self.errstate.__enter__()
+        self.scope = scope
+        sem = _interp.interpreter_semantic
+        self.saved = (sem.builder, _interp.interpreter_builder)
+        sem.builder = self.builder
+        _interp.interpreter_builder = self.builder
+        return self
+
+    def __exit__(self, *exc):
+        sem = _interp.interpreter_semantic
+        sem.builder, _interp.interpreter_builder = self.saved
+        self.scope.restore()
+        self.errstate.__exit__(*exc)
+        return False
+
+
+def _cuda_libdevice():
+    try:
+        from triton.language.extra.cuda import libdevice
+    except ImportError:  # pragma: no cover
+        return None
+    return libdevice
+
+
+# --- reductions and scans of 16- and 8-bit floats ---------------------------------------------------
+_LOW_FLOATS = BITS_TYPES | {"fp16"}
+
+
+_FAST_COMBINE_NAMES = ("_sum_combine", "_prod_combine", "_elementwise_max", "_elementwise_min",
+                       "_argmin_combine_tie_break_left", "_argmin_combine_tie_break_fast",
+                       "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast")
+# triton.language.standard's combine functions that Triton's ReduceOps/ScanOps compute with numpy
+_FAST_COMBINES = tuple(getattr(tl.standard, n) for n in _FAST_COMBINE_NAMES if hasattr(tl.standard, n))
+_SUM_COMBINE = getattr(tl.standard, "_sum_combine", None)
+
+
+def _widen(t):
+    """A tl.tensor of bf16/fp16/fp8 values as an fp32 tensor (exact)."""
+    if not isinstance(t, tl.tensor) or t.dtype.name not in _LOW_FLOATS:
+        return t
+    data = to_float(np.asarray(t.handle.data), t.dtype)
+    ty = tl.block_type(tl.float32, list(t.type.shape)) if t.type.is_block() else tl.float32
+    h = _interp.TensorHandle(data, tl.float32)
+    h.bat = is_batched(t.handle)
+    return tl.tensor(h, ty)
+
+
+def _narrow(t, like):
+    """An fp32 result of a widened reduction rounded back to the input's type."""
+    if not isinstance(t, tl.tensor) or t.dtype != tl.float32:
+        return t
+    dt = like.dtype
+    data = from_float(np.asarray(t.handle.data), dt)
+    ty = tl.block_type(dt, list(t.type.shape)) if t.type.is_block() else dt
+    h = _interp.TensorHandle(data, dt)
+    h.bat = is_batched(t.handle)
+    return tl.tensor(h, ty)
+
+
+def _widened(op, input):
+    """Run a reduce/scan op; the built-in combines (sum, max, argmax, ...) of bf16/fp16/fp8 values run
+    on exact fp32 copies and round once at the end (numpy would otherwise add raw bf16 bits). The
+    FLOPs of a float sum are counted, and the result is shown to the checks' ``reduce`` hooks."""
+    items = input if isinstance(input, tuple) else (input,)
+    res = _reduce_or_scan(op, input, items)
+    launch = current_launch()
+    if launch is None:
+        return res
+    if op.combine_fn is _SUM_COMBINE and isinstance(items[0], tl.tensor) \
+            and items[0].dtype.is_floating():  # a float sum: one add per element (custom combines count their ops)
+        launch.count_flops(int(np.size(items[0].handle.data)), items[0].dtype, (items[0].handle,))
+    if launch.hooks.reduce:
+        what = "reduction" if isinstance(op, _interp.ReduceOps) else "scan"
+        fn_name = getattr(getattr(op.combine_fn, "fn", op.combine_fn), "__name__", "reduction")
+        name = fn_name.strip("_").replace("_combine", "").replace("elementwise_", "")  # _sum_combine -> sum
+        outs = res if isinstance(res, tuple) else (res,)
+        for hook in launch.hooks.reduce:
+            hook(launch, what, name, outs, items)
+    return res
+
+
+def _reduce_or_scan(op, input, items):
+    """Run a reduce/scan op, with 16- and 8-bit floats widened for the built-in combines."""
+    first = items[0]
+    if op.combine_fn not in _FAST_COMBINES or not isinstance(first, tl.tensor) or \
+            first.dtype.name not in _LOW_FLOATS:
+        return op.apply(input)
+    res = op.apply(tuple(_widen(t) for t in items))
+    out = tuple(_narrow(r, first) for r in res)
+    return out if isinstance(input, tuple) else out[0]
+
+
+def _reduce(input, axis, combine_fn, keep_dims=False, **kwargs):
+    return _widened(BatchedReduce(axis, combine_fn, keep_dims), input)
+
+
+def _scan(input, axis, combine_fn, reverse=False, **kwargs):
+    return _widened(BatchedScan(axis, combine_fn, reverse), input)
+
+
+# --- compile-time debug operations: once per specialization and call site ---------------------------
+def current_launch():
+    """The launch whose builder is under the language now (a :class:`~tritonkit.check.launch.Launch`),
+    or None outside a checked launch."""
+    return getattr(_interp.interpreter_semantic.builder, "launch", None)
+
+
+def _site_key(site_frame):
+    """(specialization, call site) of a static_print/static_assert call, or None outside a launch."""
+    launch = current_launch()
+    if launch is None:
+        return None, None
+    frames = kernel_frames(site_frame)
+    site = (frames[0].file, frames[0].line) if frames else (site_frame.f_code.co_filename, site_frame.f_lineno)
+    return launch.session.static_sites, (launch.spec_key, site)
+
+
+def _first_time(site_frame) -> bool:
+    """Whether this static_print call site runs for the first time in this specialization."""
+    seen, key = _site_key(site_frame)
+    if seen is None:
+        return True
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
+
+
+def _compile_time_value(v):
+    """What ``print`` shows of a value at compile time: a tensor's type and shape, a constexpr's value."""
+    if isinstance(v, tl.tensor):
+        return f"{v.dtype}[{', '.join(str(int(s)) for s in v.shape)}]"
+    if isinstance(v, tl.constexpr):
+        return v.value
+    return v
+
+
+def _static_print(*values, sep=" ", end="\n", file=None, flush=False):
+    if _first_time(sys._getframe(1)):
+        print(*(_compile_time_value(v) for v in values), sep=sep, end=end, file=file, flush=flush)
+
+
+def _static_assert(cond, msg="", *args, **kwargs):
+    seen, key = _site_key(sys._getframe(1))
+    if seen is not None and key in seen:  # held already for this specialization: a compile-time fact
+        return
+    value = cond.value if isinstance(cond, tl.constexpr) else cond
+    if isinstance(value, tl.tensor):
+        value = bool(np.asarray(value.handle.data).all())
+    if value:
+        if seen is not None:
+            seen.add(key)
+        return
+    msg = msg.value if isinstance(msg, tl.constexpr) else msg
+    launch = current_launch()
+    text = f"static_assert failed: {msg}" if msg else "static_assert failed"
+    if launch is not None and not autotuning.get():
+        launch.report(Violation(kind=AssertFailed.kind, kernel=launch.kernel, frames=kernel_frames(sys._getframe(1)),
+                                program_id=launch.program_id(), access="static_assert", masked=False, lanes=0,
+                                message=text))
+    raise StaticAssertFailed(text)
+
+

@@ -1,0 +1,363 @@
+"""The batched engine against the one-program-at-a-time engine (the oracle).
+
+Differential tests run the same work both ways and require identical outputs (bit for bit) and
+identical findings; engine tests exercise what makes batching hard: control flow that diverges
+between programs (``if pid``, a per-row loop bound, a ``while`` on loaded data), atomics between
+programs of one batch, spin locks (which must fall back), and the memory budget.
+"""
+import contextlib
+import io
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import tritonkit
+
+import embedding as em
+import grad_accumulate as ga
+import histogram as hg
+import layer_norm as ln
+import matmul as mm
+import row_sum as rs
+import softmax as sm
+import split_k_matmul as sk
+import tensor_descriptor as td
+import vector_add as va
+
+EXAMPLES = [em, ga, hg, ln, mm, rs, sm, sk, td, va]
+_VOLATILE = ("launches",)  # finding fields that count launches, not what happened in them
+
+
+def _findings(session):
+    out = []
+    for f in session.findings:
+        d = f.to_dict()
+        for k in _VOLATILE:
+            d.pop(k, None)
+        out.append(d)
+    return out
+
+
+def _run(fn, engine, **kw):
+    """Run ``fn()`` under a check session with ``engine``; returns (result, findings, launch records)."""
+    torch.manual_seed(0)
+    result = None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            with tritonkit.checking(engine=engine, **kw) as s:
+                result = fn()
+        except tritonkit.CheckAborted:
+            pass
+    return result, _findings(s), s.launches, out.getvalue()
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a.nan_to_num(), b.nan_to_num()) \
+            and torch.equal(a.isnan(), b.isnan())
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (np.isnan(a) and np.isnan(b))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+# --- differential: every example, every bug -----------------------------------------------------------
+@pytest.mark.parametrize("module,bug", [(m, b) for m in EXAMPLES for b in m.BUGS],
+                         ids=[f"{m.__name__}-{b}" for m in EXAMPLES for b in m.BUGS])
+def test_example_gives_the_same_outputs_and_findings_both_ways(module, bug):
+    from tritonkit.check.checks import AccessMap, default_checks
+    argv = ["--bug", bug]
+    # with the AccessMap check too: bytes, distinct bytes and access maps must not depend on the engine
+    seq = _run(lambda: module.main(argv), "sequential", checks=[*default_checks(), AccessMap()])
+    bat = _run(lambda: module.main(argv), "auto", checks=[*default_checks(), AccessMap()])
+    assert _same(bat[0], seq[0])
+    assert bat[1] == seq[1]
+    assert bat[3] == seq[3]  # what the script printed (its max error, device_print lines)
+    work = ("flops_by_width", "bytes_read", "bytes_written", "unique_bytes_read", "unique_bytes_written",
+            "access_maps")
+    assert [[getattr(r, f) for f in work] for r in bat[2]] == [[getattr(r, f) for f in work] for r in seq[2]]
+    assert all(r.engine == "sequential" for r in seq[2])
+    if bug == "none":  # a correct kernel runs batched: no fallback
+        assert all(r.engine == "batched" and r.fallback is None for r in bat[2]), [r.fallback for r in bat[2]]
+
+
+# --- differential: the Liger-Kernel ops ---------------------------------------------------------------
+def test_liger_op_gives_the_same_outputs_and_findings_both_ways(liger, liger_op):
+    runs = [_run(lambda: liger.CASES[liger_op]().run_liger(), engine, nan=True) for engine in ("sequential", "auto")]
+    (seq, seq_findings, seq_records, _), (bat, bat_findings, records, _) = runs
+    assert sorted(bat) == sorted(seq) and all(_same(bat[k], seq[k]) for k in seq)
+    assert [r.flops_by_width for r in records] == [r.flops_by_width for r in seq_records]
+    assert bat_findings == seq_findings == []
+    assert any(r.engine != "sequential" for r in records)
+
+
+# --- divergence ------------------------------------------------------------------------------------
+@triton.jit
+def first_program_writes_a_flag(out, flag, n, B: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * B + tl.arange(0, B)
+    tl.store(out + offs, offs * 2, mask=offs < n)
+    if pid == 0:
+        tl.store(flag, 7)
+
+
+@triton.jit
+def causal_row_sums(x, out, n, B: tl.constexpr):
+    """Row ``r`` sums the first ``r + 1`` blocks of its row: a loop bound that differs per program."""
+    r = tl.program_id(0)
+    acc = tl.zeros((B,), dtype=tl.float32)
+    for start in range(0, (r + 1) * B, B):
+        cols = start + tl.arange(0, B)
+        acc += tl.load(x + r * n + cols, mask=cols < n, other=0.0)
+    tl.store(out + r * B + tl.arange(0, B), acc)
+
+
+@triton.jit
+def collatz_steps(x, out):
+    """A ``while`` on loaded data: every program iterates a different number of times."""
+    pid = tl.program_id(0)
+    v = tl.load(x + pid)
+    steps = 0
+    while v != 1:
+        if v % 2 == 0:
+            v = v // 2
+        else:
+            v = 3 * v + 1
+        steps += 1
+    tl.store(out + pid, steps)
+
+
+def _both(fn, **kw):
+    seq = _run(fn, "sequential", **kw)
+    bat = _run(fn, "auto", **kw)
+    return seq, bat
+
+
+def test_if_on_the_program_id_splits_the_batch_and_writes_once():
+    def go():
+        out = torch.zeros(1000, dtype=torch.int32)
+        flag = torch.zeros(1, dtype=torch.int32)
+        first_program_writes_a_flag[(8,)](out, flag, 1000, B=128)
+        return out, flag
+    seq, bat = _both(go)
+    assert _same(bat[0], seq[0]) and bat[1] == seq[1] == []
+    (rec,) = bat[2]
+    assert rec.engine == "batched" and rec.groups >= 1 and rec.programs == 8
+    assert bat[0][1].item() == 7 and torch.equal(bat[0][0], torch.arange(1000, dtype=torch.int32) * 2)
+
+
+def test_a_loop_bound_that_differs_per_program_runs_once_for_the_batch_with_an_active_mask():
+    def go():
+        x = torch.randn(16, 16 * 8)
+        out = torch.empty(16, 8)
+        causal_row_sums[(16,)](x, out, 16 * 8, B=8)
+        return out, x
+    seq, bat = _both(go)
+    assert _same(bat[0][0], seq[0][0]) and bat[1] == seq[1] == []
+    (rec,) = bat[2]
+    assert rec.engine == "batched" and rec.fallback is None and rec.groups == 0 and rec.masked_loops >= 1
+    out, x = bat[0]
+    ref = torch.stack([x[r, : (r + 1) * 8].reshape(-1, 8).sum(0) for r in range(16)])
+    torch.testing.assert_close(out, ref)
+
+
+def test_a_while_loop_on_loaded_data_gives_the_results_of_one_program_at_a_time():
+    def go():
+        x = torch.tensor([1, 2, 3, 6, 7, 9, 12, 27, 5, 16], dtype=torch.int32)
+        out = torch.full((10,), -1, dtype=torch.int32)
+        collatz_steps[(10,)](x, out)
+        return out
+    seq, bat = _both(go)
+    assert torch.equal(bat[0], seq[0]) and bat[1] == seq[1] == []
+    assert bat[0].tolist() == [0, 1, 7, 8, 16, 19, 9, 111, 5, 4]
+    (rec,) = bat[2]
+    assert rec.engine == "batched" and rec.groups > 0
+
+
+@triton.jit
+def causal_sums_that_check_and_print(x, out, n, LIMIT: tl.constexpr, B: tl.constexpr):
+    """A per-row loop bound with a device_assert that fails only in some programs' late iterations,
+    a device_print in the loop, and a Python int carried through it."""
+    r = tl.program_id(0)
+    acc = tl.zeros((B,), dtype=tl.float32)
+    blocks = 0
+    for start in range(0, (r + 1) * B, B):
+        cols = start + tl.arange(0, B)
+        acc += tl.load(x + r * n + cols, mask=cols < n, other=0.0)
+        blocks += 1
+        tl.device_assert(start < LIMIT, "the row is too long")
+        if r == 2:
+            tl.device_print("start", start)
+    tl.store(out + r * B + tl.arange(0, B), acc)
+    tl.store(out + 16 * B + r, blocks.to(tl.float32) if hasattr(blocks, "to") else blocks * 1.0)
+
+
+def test_a_masked_loop_reports_asserts_prints_and_carried_values_like_one_program_at_a_time():
+    def go():
+        x = torch.randn(6, 6 * 4)
+        out = torch.zeros(16 * 4 + 16)
+        causal_sums_that_check_and_print[(6,)](x, out, 6 * 4, LIMIT=12, B=4)
+        return out
+    seq, bat = _both(go)
+    assert _same(bat[0], seq[0]) and bat[1] == seq[1] and bat[3] == seq[3]
+    assert bat[0][16 * 4:16 * 4 + 6].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # each row's own trip count
+    (failed,) = [f for f in bat[1] if f["kind"] == "assert_failed"]
+    assert failed["program_ids"] == [[3], [4], [5]] and failed["count"] == 6  # iterations with start >= 12
+    assert bat[3].count("start") == 3  # row 2 prints in its 3 iterations only
+    (rec,) = bat[2]
+    assert rec.engine == "batched" and rec.masked_loops >= 1  # (`if r == 2` in the loop splits the batch)
+
+
+@triton.jit
+def read_ahead_in_place(x, n, AHEAD: tl.constexpr, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    src = offs + AHEAD * B
+    v = tl.load(x + src, mask=src < n, other=0.0)
+    tl.store(x + offs, v + 1, mask=offs < n)
+
+
+def test_a_race_between_programs_of_different_batches_is_found_like_one_program_at_a_time():
+    """The guard watches the whole launch while data_race runs: program 0 reads the block program 4
+    writes, and they run in different batches (the first batch has 4 programs); the launch still
+    falls back and the race is reported as one program at a time reports it."""
+    from tritonkit.check.engine import batched as _engine
+
+    def go():
+        _engine._PER_PROGRAM.clear()  # the first batch is the 4-program probe, whatever ran before
+        x = torch.arange(5 * 128, dtype=torch.float32)
+        read_ahead_in_place[(5,)](x, 5 * 128, AHEAD=4, B=128)  # program 0 reads the block program 4 writes
+        return x
+    seq, bat = _both(go)
+    assert torch.equal(bat[0], seq[0]) and bat[1] == seq[1]
+    assert [f["kind"] for f in bat[1]] == ["data_race"]
+    assert bat[2][0].engine == "sequential" and "share an element" in bat[2][0].fallback
+    # without the race check batches run in order and no batch has both programs: nothing to fall back for
+    seq2, bat2 = _both(go, checks=["out_of_bounds"])
+    assert torch.equal(bat2[0], seq2[0]) and bat2[2][0].engine == "batched" and bat2[2][0].batches == 2
+
+
+# --- atomics ---------------------------------------------------------------------------------------
+@triton.jit
+def float_histogram(x, bins, weights, n, NB: tl.constexpr, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    m = offs < n
+    b = tl.load(x + offs, mask=m, other=0) % NB
+    tl.atomic_add(bins + b, tl.load(weights + offs, mask=m, other=0.0), mask=m)
+
+
+@triton.jit
+def ticket(counter, tickets):
+    pid = tl.program_id(0)
+    t = tl.atomic_add(counter, 1, sem="relaxed")
+    tl.store(tickets + pid, t)
+
+
+def test_atomics_of_many_programs_on_one_element_apply_in_program_order():
+    """Float atomics from many programs into a few bins: the sums (rounded in a fixed order) are the
+    same bits as one program at a time, and the launch is not split."""
+    def go():
+        g = torch.Generator().manual_seed(3)
+        x = torch.randint(0, 1000, (5000,), generator=g, dtype=torch.int32)
+        w = torch.randn(5000, generator=g) * 1e3
+        bins = torch.zeros(7)
+        float_histogram[(triton.cdiv(5000, 256),)](x, bins, w, 5000, NB=7, B=256)
+        return bins
+    seq, bat = _both(go)
+    assert torch.equal(bat[0], seq[0]) and bat[1] == seq[1] == []
+    (rec,) = bat[2]
+    assert rec.engine == "batched" and rec.fallback is None
+
+
+def test_the_old_values_atomics_return_follow_program_order():
+    def go():
+        counter = torch.zeros(1, dtype=torch.int32)
+        tickets = torch.full((64,), -1, dtype=torch.int32)
+        ticket[(64,)](counter, tickets)
+        return tickets
+    seq, bat = _both(go)
+    assert torch.equal(bat[0], seq[0]) and bat[0].tolist() == list(range(64))
+    (rec,) = bat[2]
+    assert rec.engine == "batched"
+
+
+@triton.jit
+def spin_lock_increment(lock, total, x):
+    pid = tl.program_id(0)
+    while tl.atomic_cas(lock, 0, 1) == 1:
+        pass
+    tl.store(total, tl.load(total) + tl.load(x + pid))
+    tl.atomic_xchg(lock, 0)
+
+
+def test_a_spin_lock_falls_back_to_one_program_at_a_time_and_says_why():
+    def go():
+        lock = torch.zeros(1, dtype=torch.int32)
+        total = torch.zeros(1)
+        spin_lock_increment[(12,)](lock, total, torch.arange(12, dtype=torch.float32))
+        return total
+    seq, bat = _both(go)
+    assert torch.equal(bat[0], seq[0]) and bat[0].item() == 66.0 and bat[1] == seq[1] == []
+    (rec,) = bat[2]
+    # the spin: programs leave the `while` at different iterations, and an atomic_cas for only the
+    # programs still spinning is not something the batched engine does
+    assert rec.engine == "sequential" and "atomic_cas in a loop" in rec.fallback
+    # the same without the race check
+    seq2, bat2 = _both(go, checks=["out_of_bounds"])
+    assert torch.equal(bat2[0], seq2[0]) and bat2[0].item() == 66.0
+    assert bat2[2][0].engine == "sequential" and "atomic_cas in a loop" in bat2[2][0].fallback
+
+
+def test_a_race_inside_a_batch_falls_back_and_is_reported_like_one_program_at_a_time(shifted_copy):
+
+    def go():
+        x = torch.arange(600, dtype=torch.float32)
+        shifted_copy[(5,)](x, x, 600, SHIFT=-1, B=128)  # in place, reading the next program's block
+        return x
+    seq, bat = _both(go)
+    assert torch.equal(bat[0], seq[0]) and bat[1] == seq[1]
+    assert [f["kind"] for f in bat[1]].count("data_race") >= 1
+    assert bat[2][0].fallback is not None and "share an element" in bat[2][0].fallback
+
+
+# --- modes and the memory budget -------------------------------------------------------------------
+def test_a_small_memory_budget_makes_more_batches_with_the_same_result():
+    x = torch.randn(300, 100)
+    outs, batches = [], []
+    for budget in (None, 8 << 10):
+        with tritonkit.checking(batch_memory=budget) as s:
+            outs.append(sm.softmax(x.clone()))
+        (rec,) = s.launches
+        assert rec.engine == "batched" and not s.findings
+        batches.append(rec.batches)
+    assert torch.equal(outs[0], outs[1])
+    assert batches[1] > batches[0] >= 1  # 300 rows of 128 lanes: many more batches under an 8 KiB budget
+
+
+def test_forced_sequential_runs_one_program_at_a_time():
+    with tritonkit.checking(engine="sequential") as s:
+        va.add(torch.randn(1000), torch.randn(1000))
+    (rec,) = s.launches
+    assert rec.engine == "sequential" and rec.batches == 0 and rec.fallback is None
+    assert s.summary()["engine"] == "sequential" and s.summary()["batched_launches"] == 0
+
+
+def test_bad_engine_arguments_are_rejected_with_what_to_do():
+    with pytest.raises(ValueError, match="engine must be one of auto, sequential"):
+        with tritonkit.checking(engine="fast"):
+            pass
+    with pytest.raises(ValueError, match="batch_memory must be a positive number of bytes"):
+        with tritonkit.checking(batch_memory=0):
+            pass
+
+
+def test_the_summary_lists_the_launches_that_fell_back():
+    with tritonkit.checking() as s:
+        lock = torch.zeros(1, dtype=torch.int32)
+        spin_lock_increment[(3,)](lock, torch.zeros(1), torch.ones(3))
+    (fb,) = s.summary()["fallbacks"]
+    assert fb["kernel"] == "spin_lock_increment" and fb["grid"] == [3, 1, 1] and "atomic_cas" in fb["reason"]

@@ -1,0 +1,142 @@
+"""The checked CPU interpreter against the real GPU: the same kernels, compiled by Triton and run on
+CUDA, must give the same bits (casts, 16-bit arithmetic) or the same values within the GPU's own
+error (tl.dot input precision, libdevice). Skipped without a GPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tritonkit
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def _both(kernel, grid, make_args, **meta):
+    """Run ``kernel`` natively on the GPU and in the checked interpreter on the CPU; returns both
+    argument lists (outputs filled in)."""
+    gpu = [a.cuda() if isinstance(a, torch.Tensor) else a for a in make_args()]
+    kernel[grid](*gpu, **meta)
+    torch.cuda.synchronize()
+    cpu = make_args()
+    with tritonkit.checking() as s:
+        kernel[grid](*cpu, **meta)
+    assert not s.findings, [f.to_dict() for f in s.findings]
+    return [a.cpu() if isinstance(a, torch.Tensor) else a for a in gpu], cpu
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_elementwise_bits_match_the_gpu(binary_kernel, dtype):
+    torch.manual_seed(1)
+    x = torch.randn(1000, dtype=dtype) * 10
+    y = torch.randn(1000, dtype=dtype)
+
+    def args():
+        outs = [torch.zeros(1000, dtype=dtype) for _ in range(4)]
+        return [x.clone(), y.clone(), *outs, torch.zeros(1000, dtype=torch.bool), torch.zeros(1000, dtype=dtype),
+                torch.zeros(1000, dtype=dtype), 1000]
+    gpu, cpu = _both(binary_kernel, (4,), args, BLOCK=256)
+    names = ["add", "mul", "div", "max", "lt", "neg"]
+    for name, g, c in zip(names, gpu[2:8], cpu[2:8]):
+        assert torch.equal(g, c), name
+    # exp: the GPU's fp32 exp may differ from numpy's by an fp32 ulp before rounding to 16 bits
+    torch.testing.assert_close(gpu[8], cpu[8], atol=0, rtol=torch.finfo(dtype).eps)
+
+
+def test_casts_match_the_gpu_bit_for_bit(cast_kernel):
+    special = torch.tensor([float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 300.0, -1.0, 2.5, 3.5, -2.5,
+                            1000.0, -1000.0, 1.00390625, 1.01171875])
+    torch.manual_seed(2)
+    x = torch.cat([special, torch.randn(114) * 100]).float()
+
+    def args():
+        n = x.numel()
+        return [x.clone(), torch.zeros(n, dtype=torch.bfloat16), torch.zeros(n, dtype=torch.float16),
+                torch.zeros(n, dtype=torch.int32), torch.zeros(n, dtype=torch.uint8),
+                torch.zeros(n, dtype=torch.float8_e4m3fn), torch.zeros(n, dtype=torch.float8_e5m2),
+                torch.zeros(n, dtype=torch.bfloat16), n]
+    gpu, cpu = _both(cast_kernel, (1,), args, BLOCK=128)
+    for name, g, c in zip(["bf16", "fp16", "int32", "uint8", "e4m3", "e5m2", "bf16 rtz"], gpu[1:8], cpu[1:8]):
+        gb, cb = g.view(torch.uint8), c.view(torch.uint8)
+        nan = torch.isnan(g.float()) & torch.isnan(c.float()) if g.is_floating_point() else None
+        if nan is not None:  # NaN payloads may differ; both must be NaN
+            keep = ~nan
+            assert torch.equal(g[keep].float(), c[keep].float()), name
+        else:
+            assert torch.equal(gb, cb), name
+
+
+@pytest.mark.parametrize("precision", ["default", "tf32", "tf32x3", "ieee"])
+def test_fp32_dot_matches_the_gpu(dot_kernel, precision):
+    torch.manual_seed(3)
+    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    gpu, cpu = _both(dot_kernel, (1,), lambda: [a.clone(), b.clone(), torch.zeros(32, 32), 32, 32, 32],
+                     PRECISION=precision)
+    # the tf32 rounding of the inputs must be the GPU's: a wrong rounding gives errors of ~1e-3
+    torch.testing.assert_close(cpu[2], gpu[2], atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_reductions_close_to_the_gpu(reduce_kernel, dtype):
+    torch.manual_seed(4)
+    x = torch.randn(4, 64, dtype=dtype) - 0.5
+
+    def args():
+        return [x.clone(), torch.zeros(4, dtype=dtype), torch.zeros(4, dtype=dtype), torch.zeros(4, dtype=dtype),
+                torch.zeros(4, dtype=torch.int32), torch.zeros(4, 64, dtype=dtype)]
+    gpu, cpu = _both(reduce_kernel, (4,), args, N=64)
+    for g, c in zip(gpu[2:5], cpu[2:5]):  # max, min, argmax: exact
+        assert torch.equal(g, c)
+    # sums: the GPU rounds after each combine in its own order, tritonkit once: a few 16-bit ulps apart
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(cpu[1].float(), gpu[1].float(), atol=8 * eps * 8, rtol=8 * eps)
+
+
+def test_libdevice_close_to_the_gpu(libdevice_kernel):
+    torch.manual_seed(5)
+    x = torch.randn(100)
+    gpu, cpu = _both(libdevice_kernel, (1,), lambda: [x.clone(), torch.zeros(100), 100], BLOCK=128)
+    torch.testing.assert_close(cpu[1], gpu[1], atol=4e-6, rtol=4e-6)
+
+
+PRINT_SCRIPT = '''
+import sys
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    x = tl.load(x_ptr + pid * BLOCK + tl.arange(0, BLOCK))
+    if pid == 1:
+        tl.device_print("x", x)
+        tl.device_print("pid", pid)
+        tl.device_print("h", x.to(tl.int32, bitcast=True), hex=True)
+
+
+x = torch.arange(16, dtype=torch.float32, device=sys.argv[1]) / 4
+k[(2,)](x, BLOCK=8)
+if sys.argv[1] == "cuda":
+    torch.cuda.synchronize()
+'''
+
+
+def test_device_print_lines_match_the_gpu(tmp_path):
+    """The same lines as the GPU's printf (which prints them in no fixed order, and an element once per
+    thread that holds a copy of it)."""
+    import os
+    import subprocess
+    import sys
+    path = tmp_path / "print_script.py"
+    path.write_text(PRINT_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env.pop("TRITON_INTERPRET", None)  # an in-process CLI test may have set it: compile for the GPU
+    gpu = subprocess.run([sys.executable, str(path), "cuda"], capture_output=True, text=True, timeout=300, env=env)
+    cpu = subprocess.run([sys.executable, "-m", "tritonkit", "check", "--", sys.executable, str(path), "cpu"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    gpu_lines = sorted(line for line in gpu.stdout.splitlines() if line.startswith("pid"))
+    cpu_lines = sorted(line for line in cpu.stdout.splitlines() if line.startswith("pid"))
+    assert len(cpu_lines) == 17, cpu.stdout + cpu.stderr
+    assert set(cpu_lines) == set(gpu_lines), (cpu_lines, sorted(set(gpu_lines)))
