@@ -58,6 +58,22 @@ def test_clean_script_exits_0(tmp_path, capsys):
     assert "no findings" in capsys.readouterr().out
 
 
+def test_the_interpreter_variable_is_set_for_the_script_and_put_back_after(tmp_path, monkeypatch):
+    """The script sees TRITON_INTERPRET=1; the caller of main() gets its environment back (a later
+    child process of a test suite must not run its GPU kernels in the interpreter)."""
+    seen = tmp_path / "seen.txt"
+    script = write(tmp_path, mask=", mask=offs < n",
+                   after=f"open({str(seen)!r}, 'w').write(__import__('os').environ.get('TRITON_INTERPRET', '-'))")
+    for before in (None, "0"):
+        if before is None:
+            monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        else:
+            monkeypatch.setenv("TRITON_INTERPRET", before)
+        assert main(["check", "--", "python", script, "100"]) == 0
+        assert seen.read_text() == "1"
+        assert os.environ.get("TRITON_INTERPRET") == before
+
+
 def test_script_that_raises_prints_traceback_and_exits_3(tmp_path, capsys):
     script = write(tmp_path, mask=", mask=offs < n", after="raise ValueError('boom in the script')")
     assert main(["check", "--", "python", script, "1000"]) == 3

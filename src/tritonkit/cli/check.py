@@ -111,9 +111,6 @@ def run(args) -> int:
 
     from rich.console import Console
 
-    # Kernels defined from now on are Triton's interpreted functions; launches of both kinds
-    # (and kernels defined before) are checked through the patched run paths.
-    os.environ["TRITON_INTERPRET"] = "1"
     from ..check import CheckAborted, InternalError, UsageError, checking, write_json
     from ..report import print_report
     from . import internal_error
@@ -121,6 +118,11 @@ def run(args) -> int:
     status = _status.OK
     interrupted = False
     session = None
+    # Kernels the script defines are Triton's interpreted functions; launches of both kinds (and
+    # kernels defined before) are checked through the patched run paths. The variable is put back
+    # after the script: a caller of main() in this process (a test) keeps its environment.
+    interpret = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
     try:
         with checking(checks=checks, stop_on_first=args.stop_on_first, timeout=args.timeout, pdb=args.pdb,
                       nan=args.nan, engine=args.engine,
@@ -136,6 +138,11 @@ def run(args) -> int:
     except UsageError as e:
         print(f"tritonkit check: error: {e}", file=sys.stderr)
         return _status.USAGE
+    finally:
+        if interpret is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = interpret
     if session is None:  # pragma: no cover - checking() failed to start
         return _status.USAGE
     print_report(session, Console())
