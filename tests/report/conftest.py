@@ -44,31 +44,11 @@ def h100_peaks():
 
 
 @pytest.fixture
-def kernel_dict(h100_peaks):
+def kernel_dict():
     """``kernel_dict(name, launches, share, ...)``: a ``KernelReport.to_dict()`` whose GPU time gives
-    ``share`` of the bandwidth peak (memory-bound) or of the dtype's peak (compute-bound); ``mean_us``
-    where neither is known."""
-    def make(name, launches, share, bytes_=None, flops=None, dtype=None, host_us=None, bound="unknown", reason="",
-             resources=None, work="launch_metadata", mean_us=None):
-        peak = h100_peaks["tflops"].get(dtype) if dtype else None
-        if bound == "compute":
-            mean_us = flops / (share * peak * 1e12) * 1e6
-        elif bytes_:
-            mean_us = bytes_ / (share * 3350e9) * 1e6
-        total_ms = mean_us * launches / 1e3
-        secs = mean_us / 1e6
-        gbps = bytes_ / secs / 1e9 if bytes_ else None
-        tflops = flops / secs / 1e12 if flops else None
-        return {"name": name, "scope": [], "launches": launches, "total_ms": round(total_ms, 5),
-                "mean_us": round(mean_us, 4), "host_us": host_us, "bytes": bytes_, "flops": flops, "flops_dtype": dtype,
-                "work_source": work if (bytes_ or flops) else None, "gbps": gbps, "tflops": tflops,
-                "intensity": flops / bytes_ if bytes_ and flops else None,
-                "pct_peak_bw": 100 * gbps / 3350.0 if gbps else None,
-                "pct_peak_flops": 100 * tflops / peak if tflops and peak else None,
-                "pct_ceiling_bw": 100 * gbps / 3010.0 if gbps else None,
-                "pct_ceiling_flops": 100 * tflops / 755.0 if tflops and dtype in ("bf16", "fp16") else None,
-                "bound": bound, "bound_reason": reason, "resources": resources or {}}
-    return make
+    ``share`` of the H100's bandwidth peak (memory-bound) or of the dtype's peak (compute-bound);
+    ``mean_us`` where neither is known (the builder the doctor's fixtures are made with)."""
+    return _BUILDERS._kernel
 
 
 # ------------------------------------------------------------------------------- optional libraries

@@ -70,6 +70,7 @@ class Frame:
     function: str
 
     def source(self) -> str:
+        """The text of the line (without its newline; "" where the file cannot be read)."""
         return linecache.getline(self.file, self.line).rstrip("\n")
 
     def at(self) -> str:

@@ -135,12 +135,13 @@ class Target:
 
 
 def print_script_traceback(exc: BaseException) -> None:
-    """Print ``exc``'s traceback to stderr without runpy's and tritonkit's own frames."""
+    """Print ``exc``'s traceback to stderr without runpy's and tritonkit's own frames (runpy's are
+    ``<frozen runpy>`` where the standard library is frozen, Python >= 3.11)."""
     te = traceback.TracebackException.from_exception(exc)
-    runpy_file = os.path.abspath(runpy.__file__)
+    runpy_files = {os.path.abspath(runpy.__file__), "<frozen runpy>"}
     te.stack = traceback.StackSummary.from_list(
         [fs for fs in te.stack if not os.path.abspath(fs.filename).startswith(_TRITONKIT_DIR + os.sep)
-         and os.path.abspath(fs.filename) != runpy_file])
+         and os.path.abspath(fs.filename) not in runpy_files and fs.filename not in runpy_files])
     sys.stderr.write("".join(te.format()))
 
 

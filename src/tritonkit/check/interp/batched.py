@@ -112,6 +112,8 @@ class BatchedBuilder(CheckedBuilder):
             self.max_bytes = nb
 
     def set_batch(self, pids: np.ndarray, coords) -> None:
+        """Make a batch current: ``pids`` its linear program ids (int64 ``(P,)``), ``coords`` their
+        (x, y, z) ids (three int32 ``(P,)`` arrays)."""
         self.P = int(pids.shape[0])
         self.active = None
         self.coords = coords

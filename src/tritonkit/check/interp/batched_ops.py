@@ -18,6 +18,7 @@ TensorHandle = _interp.TensorHandle
 
 
 def is_batched(h) -> bool:
+    """Whether the handle ``h`` holds a value with the batched engine's program axis first."""
     return getattr(h, "bat", False)
 
 

@@ -47,6 +47,7 @@ class BatchOrigin:
         self._made: Dict[int, Origin] = {}
 
     def of(self, b: int) -> Optional[Origin]:
+        """The origin of program ``b`` of the batch, or None where it had no marked lane."""
         if not self.programs[b]:
             return None
         o = self._made.get(b)
@@ -63,6 +64,7 @@ class MergedOrigin:
         self.first, self.second = first, second
 
     def of(self, b: int) -> Optional[Origin]:
+        """The origin of program ``b``: the first one's, else the second one's, else None."""
         o = origin_for(self.first, b)
         return o if o is not None else origin_for(self.second, b)
 

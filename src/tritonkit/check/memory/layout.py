@@ -40,6 +40,7 @@ class HostStorage:
 
     @property
     def nbytes(self) -> int:
+        """The storage's size in bytes."""
         return self.buf.shape[0]
 
     def typed(self, dtype: np.dtype) -> np.ndarray:
@@ -182,4 +183,5 @@ class Region:
         return slot_base(self.slot) + self.layout.start
 
     def describe(self) -> dict:
+        """The argument as findings name it: ``{"name", "shape", "dtype", "strides"}`` (strides in elements)."""
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "strides": list(self.strides)}

@@ -75,18 +75,22 @@ class Resolved:
 
     @property
     def all_lanes(self) -> bool:
+        """Whether every lane of the block is active (no mask cleared one)."""
         return self._lanes is None
 
     @property
     def lanes(self) -> np.ndarray:
+        """Flat indices into the block of the active lanes (int64 ``(n,)``)."""
         return np.arange(self.n) if self._lanes is None else self._lanes
 
     @property
     def slot(self) -> np.ndarray:
+        """The slot of each active lane (int64 ``(n,)``)."""
         return np.full(self.n, self.single_slot, dtype=np.int64) if self._slot is None else self._slot
 
     @property
     def ok(self) -> np.ndarray:
+        """Whether each active lane may be performed (bool ``(n,)``: the checks clear lanes)."""
         return np.ones(self.n, dtype=bool) if self._ok is None else self._ok
 
     def contiguous(self, size: int) -> bool:
@@ -125,6 +129,7 @@ class AddressSpace:
             self.journal.append(lambda: arr.__setitem__(idx, old))
 
     def region(self, slot: int) -> Optional[Region]:
+        """The region mapped in ``slot`` (1-based), or None for an address in no argument's slot."""
         if 1 <= slot <= len(self.regions):
             return self.regions[slot - 1]
         return None
@@ -142,6 +147,8 @@ class AddressSpace:
         return self.region(res.single_slot if res.single_slot >= 0 else int(res.slot[0]))
 
     def add(self, name: str, storage: HostStorage, start: int, itemsize: int, shape, strides, dtype: str) -> Region:
+        """Map a tensor argument (its view: ``start`` byte in ``storage``, ``itemsize`` bytes an
+        element, ``shape`` and ``strides`` in elements, the torch ``dtype``'s name) into the next slot."""
         region = Region(slot=len(self.regions) + 1, name=name, shape=tuple(shape), strides=tuple(strides),
                         dtype=dtype, storage=storage, layout=Layout(start, itemsize, shape, strides))
         self.regions.append(region)
