@@ -35,7 +35,7 @@ def write(tmp_path, mask="", after="", name="script.py"):
     return str(p)
 
 
-def test_buggy_script_exits_1_and_writes_json(tmp_path, capsys):
+def test_buggy_script_exits_1_and_writes_json(tmp_path, capfd):
     script = write(tmp_path)
     out = tmp_path / "findings.json"
     assert main(["check", "--json", str(out), "--", "python", script, "1000"]) == 1
@@ -47,15 +47,15 @@ def test_buggy_script_exits_1_and_writes_json(tmp_path, capsys):
         "kind": "out_of_bounds", "kernel": "add_kernel", "line": 11, "arg": "y_ptr", "access": "load",
         "program_ids": [[7]], "count": 24}
     assert f["file"] == script
-    text = capsys.readouterr().out
+    text = capfd.readouterr().out
     assert "out_of_bounds: add_kernel" in text and "y_ptr[1000:1024]" in text
     assert ">11" in text.replace(" ", "")  # the line is marked in the source context
 
 
-def test_clean_script_exits_0(tmp_path, capsys):
+def test_clean_script_exits_0(tmp_path, capfd):
     script = write(tmp_path, mask=", mask=offs < n", after="assert torch.allclose(out, x + y)")
     assert main(["check", "--", "python", script, "1000"]) == 0
-    assert "no findings" in capsys.readouterr().out
+    assert "no findings" in capfd.readouterr().out
 
 
 def test_the_interpreter_variable_is_set_for_the_script_and_put_back_after(tmp_path, monkeypatch):
@@ -74,10 +74,10 @@ def test_the_interpreter_variable_is_set_for_the_script_and_put_back_after(tmp_p
         assert os.environ.get("TRITON_INTERPRET") == before
 
 
-def test_script_that_raises_prints_traceback_and_exits_3(tmp_path, capsys):
+def test_script_that_raises_prints_traceback_and_exits_3(tmp_path, capfd):
     script = write(tmp_path, mask=", mask=offs < n", after="raise ValueError('boom in the script')")
     assert main(["check", "--", "python", script, "1000"]) == 3
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "ValueError: boom in the script" in err and "tritonkit/cli" not in err
 
 
@@ -94,19 +94,19 @@ def test_stop_on_first(tmp_path):
     (lambda p: p.write_bytes(b"\x7fELF\x00\x01"), "not a Python script"),
     (lambda p: p.write_text("def broken(:\n"), "SyntaxError at line 1"),
 ])
-def test_bad_scripts_exit_2_with_a_clear_message(tmp_path, capsys, setup, message):
+def test_bad_scripts_exit_2_with_a_clear_message(tmp_path, capfd, setup, message):
     p = tmp_path / "target.py"
     setup(p)
     assert main(["check", "--", "python", str(p)]) == 2
-    assert message in capsys.readouterr().err
+    assert message in capfd.readouterr().err
 
 
-def test_usage_errors_exit_2(tmp_path, capsys):
+def test_usage_errors_exit_2(tmp_path, capfd):
     script = write(tmp_path)
     assert main(["check", "--"]) == 2
     assert main(["check", "--timeout", "0", "--", "python", script, "10"]) == 2
     assert main(["check", "--json", str(tmp_path / "missing" / "x.json"), "--", "python", script, "10"]) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "nothing to run" in err and "--timeout" in err and "no directory" in err
 
 
@@ -154,7 +154,7 @@ RACY = textwrap.dedent('''
 ''')
 
 
-def test_summary_counts_checks_and_findings_by_kind(tmp_path, capsys):
+def test_summary_counts_checks_and_findings_by_kind(tmp_path, capfd):
     script = tmp_path / "racy.py"
     script.write_text(RACY)
     out = tmp_path / "f.json"
@@ -164,7 +164,7 @@ def test_summary_counts_checks_and_findings_by_kind(tmp_path, capsys):
     assert (summary["launches"], summary["programs"], summary["accesses"]) == (1, 6, 12)
     assert summary["findings_by_kind"] == {"data_race": 1, "nan_inf": 1}
     assert "nan_inf" in summary["checks"] and "data_race" in summary["checks"]
-    text = capsys.readouterr().out
+    text = capfd.readouterr().out
     flat = " ".join(text.split())
     assert "races with store at" in flat and "in programs (0,), (2,), (4,)" in flat
     assert "2 findings (1 nan_inf, 1 data_race) in 1 launch, 6 programs, 12 accesses" in flat
@@ -178,11 +178,11 @@ def test_summary_counts_checks_and_findings_by_kind(tmp_path, capsys):
     (["--checks", "races"], "unknown check races"),
     (["--no-checks", "--nan"], "--no-checks runs no check"),
 ])
-def test_bad_check_selection_exits_2(tmp_path, capsys, flags, message):
+def test_bad_check_selection_exits_2(tmp_path, capfd, flags, message):
     script = tmp_path / "racy.py"
     script.write_text(RACY)
     assert main(["check", *flags, "--", "python", str(script)]) == 2
-    assert message in capsys.readouterr().err
+    assert message in capfd.readouterr().err
 
 
 def test_json_stays_standard_when_a_finding_holds_inf(tmp_path):

@@ -27,7 +27,7 @@ CHECK = {"findings": [{"kind": "out_of_bounds", "kernel": "_k", "file": "x.py", 
 
 
 def _ns(out, **kw):
-    d = dict(out=str(out), skip="", nan=False, access_maps=2, budget=None, timeout=None)
+    d = dict(out=str(out), skip="", nan=False, no_children=False, access_maps=2, budget=None, timeout=None)
     d.update(kw)
     return argparse.Namespace(**d)
 
@@ -54,11 +54,12 @@ class _FakeRun:
 def test_on_a_gpu_the_steps_run_in_order_with_their_options(tmp_path):
     fake = _FakeRun(data={"tune": TUNE})
     target = ["python", "x.py", "--n", "5"]
-    steps = run_doctor(_ns(tmp_path, budget="20%", nan=True), target, gpu=True, run=fake, log=lambda m: None)
+    steps = run_doctor(_ns(tmp_path, budget="20%", nan=True, no_children=True), target, gpu=True, run=fake,
+                       log=lambda m: None)
     assert [s.name for s in steps] == ["check", "tune", "profile"] and all(s.status == "ran" for s in steps)
     check, tune, profile = fake.commands
-    assert check[3:] == ["check", "--json", str(tmp_path / "check.json"), "--access-maps", "2", "--nan", "--",
-                         *target]
+    assert check[3:] == ["check", "--json", str(tmp_path / "check.json"), "--access-maps", "2", "--nan",
+                         "--no-children", "--", *target]
     assert tune[3:] == ["tune", "--json", str(tmp_path / "tune.json"), "--budget", "20%", "--", *target]
     assert profile[3:] == ["profile", "--json", str(tmp_path / "profile.json"), "--tuned", "--", *target]
     report = build_report(steps, target, "GPU X")

@@ -9,13 +9,25 @@ How a launch runs, from Triton's launch path to a printed finding, is in ``docs/
 :mod:`.launch` (the procedure and the launch's state), :mod:`.engine` (batched, or one program at a
 time), :mod:`.interp` (the builders under Triton's front end), :mod:`.memory` (the address space),
 :mod:`.checks` (one module per finding kind), :mod:`.findings` (folding), :mod:`.session`.
+
+Names that need torch and triton (the session, the checks) are imported when first used, so that
+``tritonkit.check.results`` and ``tritonkit.check.journal`` (what a report is built from) load light.
 """
-from .checks import CHECK_KINDS, FINDING_KINDS, mark_uninitialized
 from .errors import CheckAborted, InternalError, UsageError
 from .findings import Finding, write_json
 from .results import CheckReport, KernelSummary, LaunchRecord
-from .session import CheckSession, active_session, check_launch, checking
 
 __all__ = ["checking", "check_launch", "CheckSession", "Finding", "CheckReport", "CheckAborted", "InternalError",
            "UsageError", "LaunchRecord", "KernelSummary", "active_session", "mark_uninitialized", "CHECK_KINDS",
            "FINDING_KINDS", "write_json"]
+
+_LAZY = {"checking": ".session", "check_launch": ".session", "CheckSession": ".session",
+         "active_session": ".session", "mark_uninitialized": ".checks", "CHECK_KINDS": ".checks",
+         "FINDING_KINDS": ".checks"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'tritonkit.check' has no attribute {name!r}")

@@ -44,6 +44,9 @@ class KindRules(Protocol):
     def hint(self, f: "Finding") -> str:
         """A one-line suggestion for the finding ("" for none)."""
 
+    def facts(self, f: "Finding") -> List[Tuple[str, str]]:
+        """``[(label, text)]`` of this kind that a report shows under the generic facts."""
+
 
 class _Plain:
     """The rules of a kind nothing describes: folded by place, its kind name as the message."""
@@ -56,6 +59,9 @@ class _Plain:
 
     def hint(self, f: "Finding") -> str:
         return ""
+
+    def facts(self, f: "Finding") -> List[Tuple[str, str]]:
+        return []
 
 
 _PLAIN = _Plain()
@@ -152,6 +158,11 @@ class Finding:
             "access_at"}``; for ``nan_inf`` ``{"program_id", "lane", "inputs", "result", "stored_at"}``.
         other: for ``data_race``, the other side of the race: ``{"file", "line", "source", "function",
             "access", "program_ids"}`` (the program ids that made it, first few).
+        facts: ``[label, text]`` pairs its kind declares for reports to show under the generic
+            facts (e.g. the other side of a race, an overflow's values), made with the finding.
+        process: where a child process of the checked program made it: ``{"pid", "argv"}``
+            (``"fork_of"``: the pid it was forked from, for a fork without exec); None for the
+            checked program's own process.
     """
 
     kind: str
@@ -179,6 +190,8 @@ class Finding:
     message: str = ""
     examples: List[dict] = dataclasses.field(default_factory=list)
     other: Optional[dict] = None
+    facts: List[List[str]] = dataclasses.field(default_factory=list)
+    process: Optional[dict] = None
 
     def to_dict(self) -> dict:
         """Plain JSON data (every attribute)."""
@@ -256,6 +269,7 @@ class _Fold:
 
     def __init__(self, v: Violation, ndim_grid: int, rules: KindRules):
         self.first = v
+        self.index = 0  # its place among the log's findings (order of discovery)
         self.rules = rules
         self.ndim_grid = ndim_grid
         self.count = 0
@@ -331,6 +345,7 @@ class _Fold:
         )
         f.message = "; ".join(self.messages) if self.messages else self.rules.message(f)
         f.hint = self.rules.hint(f)
+        f.facts = [[str(label), str(text)] for label, text in self.rules.facts(f)]
         return f
 
 
@@ -377,6 +392,15 @@ def short_path(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
+def process_label(process: dict) -> str:
+    """A child process as reports name it: ``pid 4242: python worker.py --n 5`` (``, forked from pid 41``)."""
+    argv = " ".join(str(a) for a in process.get("argv") or []) or "?"
+    if len(argv) > 200:
+        argv = argv[:199] + "…"
+    fork = f", forked from pid {process['fork_of']}" if process.get("fork_of") else ""
+    return f"pid {process.get('pid', '?')}: {argv}{fork}"
+
+
 def program_label(p) -> str:
     """A program id as Python writes the tuple: ``(3,)``, ``(0, 1)``."""
     return "(" + ", ".join(str(i) for i in p) + ("," if len(p) == 1 else "") + ")"
@@ -396,10 +420,12 @@ class FindingLog:
 
     def __init__(self, kinds: Optional[Mapping[str, KindRules]] = None) -> None:
         self._folds: Dict[tuple, _Fold] = {}
+        self._order: List[_Fold] = []
         self._kinds = dict(kinds or {})
+        self._dirty: Dict[int, None] = {}
 
-    def add(self, v: Violation, launch_id: int, grid_ndim: int) -> bool:
-        """Record a violation; return True if it started a new finding."""
+    def add(self, v: Violation, launch_id: int, grid_ndim: int) -> Tuple[int, bool]:
+        """Record a violation; return ``(the index of its finding, whether it started that finding)``."""
         rules = self._kinds.get(v.kind, _PLAIN)
         inner = v.frames[0] if v.frames else None
         key = (v.kind, v.kernel, inner.file if inner else "", inner.line if inner else 0,
@@ -411,29 +437,47 @@ class FindingLog:
         new = fold is None
         if new:
             fold = self._folds[key] = _Fold(v, grid_ndim, rules)
+            fold.index = len(self._order)
+            self._order.append(fold)
         fold.add(v, launch_id)
-        return new
+        self._dirty[fold.index] = None
+        return fold.index, new
+
+    def finding(self, index: int) -> Finding:
+        """The finding at ``index`` (order of discovery) as it stands now."""
+        return self._order[index].finding()
+
+    def take_changed(self) -> List[int]:
+        """The indices of the findings changed since the last call (in order), and forget them."""
+        out = sorted(self._dirty)
+        self._dirty.clear()
+        return out
 
     def __len__(self) -> int:
         return len(self._folds)
 
     def findings(self) -> List[Finding]:
         """The folded findings, in the order they were first seen."""
-        return [fold.finding() for fold in self._folds.values()]
+        return [fold.finding() for fold in self._order]
+
+
+def to_json(data: Any, indent: Optional[int] = None) -> str:
+    """``data`` as standard JSON: non-finite floats (a NaN/Inf result in a ``nan_inf`` finding, a NaN
+    in an assert's values) as the strings ``"nan"``, ``"inf"``, ``"-inf"`` (JSON has no literal for
+    them, and ``NaN`` would break standard parsers, a browser's ``JSON.parse``), numpy numbers and
+    arrays as numbers and lists."""
+    return json.dumps(_finite(data), indent=indent, default=_json_default, allow_nan=False)
 
 
 def write_json(path: str, data: dict) -> None:
-    """Write ``data`` as standard JSON to ``path`` atomically (a temporary file renamed over it).
-
-    Non-finite floats (a NaN/Inf result in a ``nan_inf`` finding, a NaN in an assert's values) are
-    written as the strings ``"nan"``, ``"inf"``, ``"-inf"``: JSON has no literal for them, and
-    ``NaN`` would break standard parsers (a browser's ``JSON.parse``).
+    """Write ``data`` as standard JSON (:func:`to_json`) to ``path`` atomically (a temporary file
+    renamed over it).
 
     Raises:
         OSError: if the directory cannot be written; an existing file is left as it was.
     """
     from .._io import atomic_write_text
-    atomic_write_text(path, json.dumps(_finite(data), indent=2, default=_json_default, allow_nan=False) + "\n")
+    atomic_write_text(path, to_json(data, indent=2) + "\n")
 
 
 def _finite(obj):

@@ -107,6 +107,52 @@ class KernelSummary:
         return cls(**read_fields(cls, d, name="?"))
 
 
+def kernel_summaries(records: List[LaunchRecord], findings: List[Finding]) -> List[KernelSummary]:
+    """One :class:`KernelSummary` per kernel of ``records``, in order of first launch: its launches,
+    programs, configs (in order of first use), seconds in the interpreter, and how many of
+    ``findings`` are its."""
+    out: Dict[str, KernelSummary] = {}
+    for r in records:
+        k = out.setdefault(r.kernel, KernelSummary(r.kernel))
+        k.launches += 1
+        k.programs += r.programs
+        k.seconds += r.seconds
+        if r.config is not None and r.config not in k.configs:
+            k.configs.append(r.config)
+    for f in findings:
+        if f.kernel in out:
+            out[f.kernel].findings += 1
+    return list(out.values())
+
+
+def summarize(records: List[LaunchRecord], findings: List[Finding], checks: List[str], engine: str,
+              aborted: Optional[str] = None, interrupted: bool = False) -> Dict[str, Any]:
+    """A checked run's totals (``CheckReport.summary``): ``launches``, ``programs`` run, ``accesses``
+    and ``lanes`` checked, ``empty_grids``, ``seconds`` in the interpreter, ``findings_by_kind``,
+    the ``checks`` that ran, the ``engine`` asked for, ``batched_launches``, the ``fallbacks`` (kernel,
+    grid, engine, reason of each launch that did not run batched), why the run was ``aborted`` (or
+    None) and whether it was ``interrupted`` (Ctrl-C)."""
+    by_kind: Dict[str, int] = {}
+    for f in findings:
+        by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+    return {
+        "launches": len(records),
+        "programs": sum(r.programs for r in records),
+        "accesses": sum(r.accesses for r in records),
+        "lanes": sum(r.lanes for r in records),
+        "empty_grids": sum(r.status == "empty_grid" for r in records),
+        "seconds": sum(r.seconds for r in records),
+        "findings_by_kind": by_kind,
+        "checks": list(checks),
+        "engine": engine,
+        "batched_launches": sum(r.engine == "batched" for r in records),
+        "fallbacks": [{"kernel": r.kernel, "grid": list(r.grid), "engine": r.engine, "reason": r.fallback}
+                      for r in records if r.fallback],
+        "aborted": aborted,
+        "interrupted": interrupted,
+    }
+
+
 @dataclasses.dataclass
 class CheckReport:
     """A whole checked run: what ``tritonkit check --json FILE`` writes

@@ -10,7 +10,7 @@ from .errors import CheckAborted, InternalError
 from .findings import Finding, FindingLog, Violation
 from .launch import intercept
 from .launch.active import activate, active_session, deactivate
-from .results import CheckReport, KernelSummary, LaunchRecord
+from .results import CheckReport, KernelSummary, LaunchRecord, kernel_summaries, summarize
 
 __all__ = ["CheckSession", "checking", "check_launch", "active_session", "ENGINES"]
 
@@ -39,6 +39,9 @@ class CheckSession:
             ``"sequential"`` (one program at a time, like Triton's interpreter).
         batch_memory: the most bytes one value of a batch may take (None: 256 MiB); smaller batches
             use less memory and run slower.
+        journal: a :class:`~tritonkit.check.journal.Journal` that every finding is written to as it
+            is found (and launch records as they end), so that another process can report them
+            even if this one ends hard; None for none.
 
     Raises:
         ValueError: an unknown ``engine``, or a ``batch_memory`` that is not a positive integer.
@@ -46,7 +49,7 @@ class CheckSession:
 
     def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
                  timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
-                 batch_memory: Optional[int] = None) -> None:
+                 batch_memory: Optional[int] = None, journal=None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if batch_memory is not None and (not isinstance(batch_memory, int) or batch_memory <= 0):
@@ -62,7 +65,7 @@ class CheckSession:
         self.pdb_done = False
         self.launches: List[LaunchRecord] = []
         self._log = FindingLog(KINDS)
-        self._kernels: Dict[str, KernelSummary] = {}
+        self.journal = journal
         self.aborted: Optional[str] = None
         # (id(autotuner), key) -> autotuner: keys already checked under every config in this session
         self.autotuned_keys: Dict[tuple, object] = {}
@@ -78,28 +81,12 @@ class CheckSession:
     @property
     def kernels(self) -> List[KernelSummary]:
         """One summary per kernel launched, in order of first launch."""
-        return list(self._kernels.values())
+        return kernel_summaries(self.launches, self.findings)
 
     def summary(self) -> dict:
-        """Totals: launches, programs run, accesses and lanes checked, findings by kind, fallbacks."""
-        by_kind: Dict[str, int] = {}
-        for f in self.findings:
-            by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
-        return {
-            "launches": len(self.launches),
-            "programs": sum(r.programs for r in self.launches),
-            "accesses": sum(r.accesses for r in self.launches),
-            "lanes": sum(r.lanes for r in self.launches),
-            "empty_grids": sum(r.status == "empty_grid" for r in self.launches),
-            "seconds": sum(r.seconds for r in self.launches),
-            "findings_by_kind": by_kind,
-            "checks": [c.kind for c in self.checks],
-            "engine": self.engine,
-            "batched_launches": sum(r.engine == "batched" for r in self.launches),
-            "fallbacks": [{"kernel": r.kernel, "grid": list(r.grid), "engine": r.engine, "reason": r.fallback}
-                          for r in self.launches if r.fallback],
-            "aborted": self.aborted,
-        }
+        """Totals: launches, programs run, accesses and lanes checked, findings by kind, fallbacks
+        (see :func:`~tritonkit.check.results.summarize`)."""
+        return summarize(self.launches, self.findings, [c.kind for c in self.checks], self.engine, self.aborted)
 
     def report(self, script: Optional[dict] = None) -> CheckReport:
         """The session as a :class:`~tritonkit.check.CheckReport` (``script``: what the command line
@@ -116,25 +103,29 @@ class CheckSession:
         "summary", "versions"}`` (:meth:`report`'s ``to_dict``)."""
         return self.report().to_dict()
 
+    def close_journal(self) -> None:
+        """Write the findings changed since the last snapshot and the session's end to the journal
+        (if any); the journal stays open for the program's exit line."""
+        if self.journal is not None:
+            self.journal.findings(self._log, final=True)
+            self.journal.end(self.aborted)
+
     # --- called by launches ----------------------------------------------------------------------
     def begin_launch(self, launch) -> None:
         """A launch starts (``launch``: a :class:`~tritonkit.check.launch.Launch`): record it, start
         the checks' per-launch state."""
         self.launches.append(launch.record)
-        k = self._kernels.setdefault(launch.kernel, KernelSummary(launch.kernel))
-        k.launches += 1
-        if launch.config is not None and launch.config not in k.configs:
-            k.configs.append(launch.config)
         for check in self.checks:
             check.begin_launch(launch)
 
     def end_launch(self, launch) -> None:
-        """A launch ended: end the checks' per-launch state, count its programs and seconds."""
+        """A launch ended: end the checks' per-launch state; journal its record (and the findings it
+        changed, at most once a second)."""
         for check in self.checks:
             check.end_launch(launch)
-        k = self._kernels[launch.kernel]
-        k.programs += launch.record.programs
-        k.seconds += launch.record.seconds
+        if self.journal is not None:
+            self.journal.launch(launch.record)
+            self.journal.findings(self._log, final=False)
 
     def add_violation(self, v: Violation, launch, frame=None) -> None:
         """Fold a violation of ``launch`` into the findings; open pdb at ``frame`` (a kernel frame)
@@ -143,9 +134,9 @@ class CheckSession:
         Raises:
             CheckAborted: ``stop_on_first``, for a kind that does not stop its launch itself.
         """
-        new = self._log.add(v, id(launch.record), launch.grid_ndim)
-        if new:
-            self._kernels[launch.kernel].findings += 1
+        index, new = self._log.add(v, id(launch.record), launch.grid_ndim)
+        if new and self.journal is not None:
+            self.journal.new_finding(index, self._log.finding(index))
         if self.pdb and not self.pdb_done and frame is not None:
             self.pdb_done = True
             _debug_at(frame, v)
@@ -195,7 +186,7 @@ def _on_stack(frame) -> bool:
 @contextlib.contextmanager
 def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
              timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
-             batch_memory: Optional[int] = None) -> Iterator[CheckSession]:
+             batch_memory: Optional[int] = None, journal=None) -> Iterator[CheckSession]:
     """Check every Triton kernel launched inside the ``with`` block on the CPU.
 
     Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
@@ -213,6 +204,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         engine: ``"auto"`` (batched, with a per-launch fallback to one program at a time) or
             ``"sequential"`` (always one program at a time).
         batch_memory: the most bytes one value of a batch may take (None: 256 MiB).
+        journal: a :class:`~tritonkit.check.journal.Journal` to write every finding to as it is
+            found (None: none; ``tritonkit check`` and its child processes journal).
 
     Yields:
         the :class:`CheckSession`; read ``session.findings`` after the block.
@@ -230,7 +223,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         assert not session.findings
     """
     session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan,
-                           engine=engine, batch_memory=batch_memory)
+                           engine=engine, batch_memory=batch_memory, journal=journal)
     activate(session)
     intercept.install()
     started: List[Check] = []
@@ -248,6 +241,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
             check.end_session(session)
         intercept.uninstall()
         deactivate()
+        session.close_journal()
 
 
 def check_launch(kernel, grid, *args, checks: Optional[List[Check]] = None, nan: bool = False,

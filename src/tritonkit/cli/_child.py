@@ -1,9 +1,11 @@
-"""The child processes of ``tritonkit tune`` and ``tritonkit profile``: ``python -m tritonkit.cli._child
-tune KIND NAME ARGS...`` runs the user's program with ``triton.autotune`` standing for tritonkit's
-autotuner; ``python -m tritonkit.cli._child profile WORK KIND NAME ARGS...`` runs it under Proton
-(see :func:`tritonkit.profile.run_profiled`). ``KIND NAME ARGS`` is a
-:meth:`~tritonkit.cli._target.Target.words`. The exit status is the program's (0 or 3), or the
-tuner's :data:`~tritonkit.tune.EXIT_CONTEXT_POISONED`."""
+"""The child processes of ``tritonkit check``, ``tune`` and ``profile``: ``python -m tritonkit.cli._child
+check OPTIONS KIND NAME ARGS...`` runs the user's program checked and journaled in
+``$TRITONKIT_RUN_DIR`` (see :func:`tritonkit.check.process.run_root`; ``OPTIONS`` is a
+:class:`~tritonkit.check.process.CheckOptions` as JSON); ``... tune KIND NAME ARGS...`` runs it with
+``triton.autotune`` standing for tritonkit's autotuner; ``... profile WORK KIND NAME ARGS...`` runs it
+under Proton (see :func:`tritonkit.profile.run_profiled`). ``KIND NAME ARGS`` is a
+:meth:`~tritonkit.cli._target.Target.words`. The exit status is the program's (0 or 3, 130
+interrupted, 2 tritonkit failed), or the tuner's :data:`~tritonkit.tune.EXIT_CONTEXT_POISONED`."""
 from __future__ import annotations
 
 import os
@@ -17,6 +19,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run one child; returns its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     step, rest = argv[0], argv[1:]
+    if step == "check":
+        import json
+
+        from ..check.journal import RUN_DIR_ENV
+        from ..check.process import CheckOptions, run_root
+        return run_root(Target.from_words(rest[1:]), CheckOptions.from_dict(json.loads(rest[0])),
+                        os.environ[RUN_DIR_ENV])
     if step == "tune":
         from ..tune import install_patch
         install_patch()

@@ -1,15 +1,26 @@
-"""``tritonkit check [options] -- python SCRIPT.py ARGS``: run the script in this process with every
-Triton launch checked on the CPU, then print the findings (and write them as JSON).
+"""``tritonkit check [options] -- python SCRIPT.py ARGS``: run the script with every Triton launch
+checked on the CPU, then print the findings (and write them as JSON).
+
+The script runs in a child process (``python -m tritonkit.cli._child check``), and so does each
+Python process it starts; every one writes what it finds to its journal as it finds it
+(:mod:`tritonkit.check.journal`). This process builds the report from the journals after the
+script ends, however it ends (normally, ``os._exit``, a signal, a crash), and prints it to the
+terminal it was started from, whatever the script did with its own ``sys.stdout``.
 
 Exit status: 0 no findings; 1 findings (a kernel that could not run, or timed out, is a finding);
-2 bad usage or a failure of tritonkit itself; 3 the script raised (its traceback is printed) and
-nothing was found; 130 interrupted.
+2 bad usage or a failure of tritonkit itself; 3 the script raised, exited with another status or
+was killed (said on stderr) and nothing was found; 130 interrupted.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 from typing import List, Optional
 
 from . import _status
@@ -52,6 +63,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "program at a time, like TRITON_INTERPRET=1")
     c.add_argument("--batch-memory", type=int, metavar="MB",
                    help="the most memory one value of a batch of programs may take, in MiB (default 256)")
+    c.add_argument("--no-children", action="store_true",
+                   help="do not check the Python processes the script starts (subprocess, multiprocessing); by "
+                        "default each is checked and its findings are reported with its pid and command line")
     c.add_argument("--access-maps", type=int, metavar="N", default=0,
                    help="count the bytes every launch moves (all lanes and distinct elements) and FLOPs, and keep "
                         "a map of which elements each tensor argument had read and written, by which program, for "
@@ -60,19 +74,23 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return c
 
 
-def _checks(args) -> Optional[list]:
-    """The checks asked for by --checks/--nan/--no-checks/--access-maps (None: the defaults)."""
-    from ..check import CHECK_KINDS
-    from ..check.checks import default_checks
-    from ..check.checks.nan_inf import NanInfCheck
+def _options(args):
+    """The run's :class:`~tritonkit.check.process.CheckOptions` from the command line.
+
+    Raises:
+        BadUsage: ``--no-checks`` with ``--checks``/``--nan``, an unknown kind, a negative number.
+    """
+    from ..check.process import CheckOptions
 
     if args.no_checks:
         if args.checks or args.nan:
             raise BadUsage("--no-checks runs no check: drop --checks/--nan, or --no-checks")
-        kinds: Optional[List] = []
+        kinds: Optional[List[str]] = []
     elif not args.checks:
         kinds = None
     else:
+        from ..check.checks import CHECK_KINDS
+        from ..check.checks.nan_inf import NanInfCheck
         kinds = [k.strip() for k in args.checks.split(",") if k.strip()]
         unknown = [k for k in kinds if k not in CHECK_KINDS]
         if unknown or not kinds:
@@ -82,12 +100,14 @@ def _checks(args) -> Optional[list]:
             kinds.append(NanInfCheck.kind)
     if args.access_maps < 0:
         raise BadUsage("--access-maps N: N is a number of launches per kernel, 0 or more")
-    if args.access_maps:
-        from ..check.checks import AccessMap
-        if kinds is None:
-            kinds = [c.kind for c in default_checks(nan=args.nan)]
-        kinds = [*kinds, AccessMap(maps_per_kernel=args.access_maps)]
-    return kinds
+    if args.timeout is not None and args.timeout <= 0:
+        raise BadUsage("--timeout must be a positive number of seconds")
+    if args.batch_memory is not None and args.batch_memory <= 0:
+        raise BadUsage("--batch-memory MB: a positive number of MiB")
+    return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=args.timeout,
+                        pdb=args.pdb, engine=args.engine,
+                        batch_memory=args.batch_memory << 20 if args.batch_memory else None,
+                        access_maps=args.access_maps, children=not args.no_children)
 
 
 def _list_checks() -> int:
@@ -103,58 +123,67 @@ def run(args) -> int:
     if args.list_checks:
         return _list_checks()
     target = Target.parse(args.target)
-    if args.json:
-        writable_path(args.json, "--json")
-    if args.timeout is not None and args.timeout <= 0:
-        raise BadUsage("--timeout must be a positive number of seconds")
-    checks = _checks(args)
+    json_path = os.path.abspath(args.json) if args.json else None  # before the script can chdir
+    if json_path:
+        writable_path(json_path, "--json")
+    options = _options(args)
 
     from rich.console import Console
 
-    from ..check import CheckAborted, InternalError, UsageError, checking, write_json
+    from ..check.journal import RUN_DIR_ENV, merge, read_run
+    from ..check.findings import write_json
     from ..report import print_report
-    from . import internal_error
 
-    status = _status.OK
-    interrupted = False
-    session = None
-    # Kernels the script defines are Triton's interpreted functions; launches of both kinds (and
-    # kernels defined before) are checked through the patched run paths. The variable is put back
-    # after the script: a caller of main() in this process (a test) keeps its environment.
-    interpret = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
+    run_dir = tempfile.mkdtemp(prefix="tritonkit-check-")
     try:
-        with checking(checks=checks, stop_on_first=args.stop_on_first, timeout=args.timeout, pdb=args.pdb,
-                      nan=args.nan, engine=args.engine,
-                      batch_memory=args.batch_memory << 20 if args.batch_memory else None) as session:
-            status = target.run("tritonkit check", passthrough=(UsageError,))
-    except InternalError:
-        return internal_error()
-    except CheckAborted:
-        pass
-    except KeyboardInterrupt:
-        interrupted = True
-        print("tritonkit check: interrupted", file=sys.stderr)
-    except UsageError as e:
-        print(f"tritonkit check: error: {e}", file=sys.stderr)
-        return _status.USAGE
+        cmd = [sys.executable, "-m", "tritonkit.cli._child", "check", json.dumps(options.to_dict()), *target.words()]
+        proc = subprocess.Popen(cmd, env=dict(os.environ, **{RUN_DIR_ENV: run_dir}))
+        code, interrupted = _wait(proc)
+        runs = read_run(run_dir)
     finally:
-        if interpret is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = interpret
-    if session is None:  # pragma: no cover - checking() failed to start
+        shutil.rmtree(run_dir, ignore_errors=True)
+    root = next((r for r in runs if r.role == "root"), None)
+    ended = root.exit if root is not None else None
+    interrupted = interrupted or code == _status.INTERRUPTED or bool(ended and ended.get("interrupted"))
+    if ended and ended.get("internal"):
+        if not str(ended["internal"]).startswith("usage:"):
+            print("tritonkit: internal error (the traceback above); please report it", file=sys.stderr)
         return _status.USAGE
-    print_report(session, Console())
-    if args.json:
-        report = session.report(script={"target": target.argv, "failed": status == _status.SCRIPT_FAILED})
+    failed = code != 0 and not interrupted
+    if code < 0:
+        print(f"tritonkit check: the script was killed by signal {-code} ({_signal_name(-code)})", file=sys.stderr)
+    elif failed and ended is None:
+        print(f"tritonkit check: the script ended with status {code} before tritonkit could see how (os._exit?)",
+              file=sys.stderr)
+    report = merge(runs, interrupted=interrupted, script={"target": target.argv, "failed": failed})
+    print_report(report, Console())
+    if json_path:
         try:
-            write_json(args.json, report.to_dict())
+            write_json(json_path, report.to_dict())
         except OSError as e:
-            print(f"tritonkit check: error: cannot write {args.json}: {e}", file=sys.stderr)
+            print(f"tritonkit check: error: cannot write {json_path}: {e}", file=sys.stderr)
             return _status.USAGE
     if interrupted:
+        print("tritonkit check: interrupted", file=sys.stderr)
         return _status.INTERRUPTED
-    if session.findings:
+    if report.findings:
         return _status.FINDINGS
-    return status
+    return _status.SCRIPT_FAILED if failed else _status.OK
+
+
+def _wait(proc) -> tuple:
+    """Wait for the script's process: ``(its return code, whether Ctrl-C was pressed meanwhile)``.
+    Ctrl-C reaches the script too (one process group): wait for it to write how it ended."""
+    interrupted = False
+    while True:
+        try:
+            return proc.wait(), interrupted
+        except KeyboardInterrupt:
+            interrupted = True
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown"

@@ -37,6 +37,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--skip", default="", metavar="STEPS", help="steps to leave out, comma-separated: check, tune, "
                                                                "profile")
     p.add_argument("--nan", action="store_true", help="check: also find where NaN/Inf values are made")
+    p.add_argument("--no-children", action="store_true",
+                   help="check: leave the Python processes the script starts unchecked (as tritonkit check)")
     p.add_argument("--access-maps", type=int, default=2, metavar="N",
                    help="check: keep memory-access maps of the first N launches of each kernel (default 2)")
     p.add_argument("--budget", help="tune: configs per key, a share (20%%) or seconds (30s), as tritonkit tune")

@@ -31,7 +31,8 @@ def gpu_present() -> bool:
 def _step_command(step: str, ns, out_dir: str, target: List[str]) -> List[str]:
     base = [sys.executable, "-m", "tritonkit", step, "--json", os.path.join(out_dir, f"{step}.json")]
     if step == "check":
-        base += ["--access-maps", str(ns.access_maps)] + (["--nan"] if ns.nan else [])
+        base += ["--access-maps", str(ns.access_maps)] + (["--nan"] if ns.nan else []) \
+            + (["--no-children"] if getattr(ns, "no_children", False) else [])
     elif step == "tune" and ns.budget:
         base += ["--budget", ns.budget]
     elif step == "profile":
@@ -53,8 +54,8 @@ def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
     """Run the steps of the doctor; returns what each did.
 
     Args:
-        ns: the parsed ``doctor`` arguments (``out``, ``skip``, ``nan``, ``access_maps``, ``budget``,
-            ``timeout``).
+        ns: the parsed ``doctor`` arguments (``out``, ``skip``, ``nan``, ``no_children``, ``access_maps``,
+            ``budget``, ``timeout``).
         target: the script and its arguments (``["python", "x.py", ...]`` or ``["python", "-m", "m"]``).
         gpu: whether a CUDA GPU is present (None: ask torch).
         run: runs one step's command, called as ``run(cmd, timeout=seconds or None, env=dict)``

@@ -16,10 +16,9 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ..check.checks import kind_of
-from ..check.findings import program_label, short_path
+from ..check.findings import process_label, program_label, short_path
 
-__all__ = ["print_report", "render_finding", "render_summary", "short_path"]
+__all__ = ["print_report", "render_finding", "render_summary", "findings_text", "short_path"]
 
 _CONTEXT_BEFORE = 3
 _CONTEXT_AFTER = 1
@@ -54,7 +53,8 @@ def _fact(table: Table, name: str, value, style: Optional[str] = None) -> None:
 def render_finding(f) -> RenderableType:
     """A renderable for one :class:`~tritonkit.check.Finding`: the kind and kernel, the location and
     the source around it with the line marked, the message, the facts (the generic ones, then those
-    its kind declares: :meth:`~tritonkit.check.checks.FindingKind.facts`), configs and the hint."""
+    its kind declared, ``f.facts``), the process that made it where not the checked program's own,
+    configs and the hint."""
     header = Rule(Text(f" {f.kind}: {f.kernel} ", style="bold red"), style="red", align="left")
     loc = Text(f"{short_path(f.file)}:{f.line}", style="bold cyan")
     if len(f.call_stack) > 1:
@@ -78,8 +78,10 @@ def render_finding(f) -> RenderableType:
     if f.elements:
         n = f" ({f.num_elements} element{'s' if f.num_elements != 1 else ''})" if f.num_elements else ""
         _fact(facts, "elements", f.elements + n)
-    for label, text in kind_of(f.kind).facts(f):
+    for label, text in f.facts:
         _fact(facts, label, text)
+    if f.process:
+        _fact(facts, "process", process_label(f.process))
     if f.configs:
         _fact(facts, "configs", "\n".join(f.configs))
     _fact(facts, "hint", f.hint, style="yellow")
@@ -132,15 +134,31 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
     if summary.get("empty_grids"):
         parts.append(Text(f"note: {summary['empty_grids']} launch(es) had a grid of 0 programs; "
                           "nothing ran in them", style="yellow"))
+    if summary.get("processes", 1) > 1:
+        parts.append(Text(f"checked in {summary['processes']} processes (the program and its Python child "
+                          "processes)", style="dim"))
     if summary.get("aborted"):
         parts.append(Text(f"stopped: {summary['aborted']}", style="bold yellow"))
+    if summary.get("interrupted"):
+        parts.append(Text("interrupted (Ctrl-C): the report has what was checked until then", style="bold yellow"))
     return Group(*parts)
 
 
-def print_report(session, console: Optional[Console] = None) -> None:
-    """Print every finding of a session, then its summary."""
+def print_report(report, console: Optional[Console] = None) -> None:
+    """Print every finding of a :class:`~tritonkit.check.CheckReport` (a session's
+    :meth:`~tritonkit.check.CheckSession.report`), then its summary."""
     console = console or Console(stderr=False)
-    findings = session.findings
+    for f in report.findings:
+        console.print(render_finding(f))
+    console.print(render_summary(report.summary, report.kernels, report.findings))
+
+
+def findings_text(findings: List, width: int = 100) -> str:
+    """The findings as plain text (no colour), as :func:`render_finding` draws them, ``width``
+    columns wide: for reports that are text, like a pytest failure's."""
+    import io
+    buf = io.StringIO()
+    console = Console(file=buf, width=max(60, width), color_system=None, force_terminal=False, highlight=False)
     for f in findings:
         console.print(render_finding(f))
-    console.print(render_summary(session.summary(), session.kernels, findings))
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"

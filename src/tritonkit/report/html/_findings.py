@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 from ...check import CheckReport, Finding
 from ...check.checks import FINDING_KINDS, kind_of
-from ...check.findings import short_path
+from ...check.findings import process_label, short_path
 from ._format import brief_json, css, programs_text
 from ._view import MAX_FINDINGS, Fact, FindingView, Page, SourceLine
 
@@ -131,6 +131,8 @@ def _finding_view(f: Finding, index: int) -> FindingView:
         if other.get("source"):
             text += f"\n    {other['source']}"
         add("other side", text, block=True)
+    if f.process:
+        add("process", process_label(f.process), code=True)
     add("configs", ", ".join(str(c) for c in f.configs), code=True)
     examples = f.examples[:_MAX_EXAMPLES]
     if examples:

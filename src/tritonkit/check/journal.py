@@ -1,0 +1,313 @@
+"""A checked run's per-process journals: nothing a process found is lost when it ends hard.
+
+Every checked process of a run (the program ``tritonkit check`` runs, and each of its Python child
+processes) appends to its own journal in the run's directory (``TRITONKIT_RUN_DIR``), one JSON
+object a line, flushed after each: a ``process`` line when it starts, a ``finding`` line the moment
+a finding is made (and again, updated, at the end of a launch at most once a second, and when the
+session ends), a ``scope`` line where a new session starts in the same process (``pytest
+--tritonkit``: one per test), a ``launch`` line per launch record, an ``end`` line when its session ends and an
+``exit`` line with the program's outcome. The command that started the run reads every journal
+(:func:`read_run`) and builds one report (:func:`merge`), whether the processes ended normally,
+called ``os._exit``, were killed, or crashed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from .findings import Finding, to_json
+from .results import CheckReport, LaunchRecord, kernel_summaries, summarize
+
+#: the environment variable that names a run's directory
+RUN_DIR_ENV = "TRITONKIT_RUN_DIR"
+#: seconds between two snapshots of the changed findings at the end of a launch
+SNAPSHOT_INTERVAL_S = 1.0
+
+
+class Journal:
+    """The append-only journal of one process (``RUN_DIR/p<pid>-<ns>.jsonl``).
+
+    Args:
+        run_dir: the run's directory (it must exist).
+        role: ``"root"`` for the program the command runs, ``"child"`` for a child process of it.
+        checks: the kinds of the checks the process runs; engine: its engine option.
+        fork_of: the pid of the process this one was forked from (a fork without exec), or None.
+        extra: more fields of the ``process`` line (``pytest --tritonkit``: the xdist ``worker``).
+        launches: write a line per launch (False: findings only; a process that reports its own
+            launches itself, like pytest's, journals only what a hard exit would lose).
+
+    Raises:
+        OSError: the journal cannot be created.
+    """
+
+    def __init__(self, run_dir: str, role: str, checks: List[str], engine: str, fork_of: Optional[int] = None,
+                 extra: Optional[Dict[str, Any]] = None, launches: bool = True):
+        self.path = os.path.join(run_dir, f"p{os.getpid()}-{time.time_ns()}.jsonl")
+        self.launches = launches
+        self._fh = open(self.path, "a", encoding="utf-8")
+        self._last_snapshot = time.monotonic()
+        self.write({"t": "process", "pid": os.getpid(), "ppid": os.getppid(), "argv": command_line(), "role": role,
+                    "fork_of": fork_of, "checks": list(checks), "engine": engine, "started": time.time(),
+                    **(extra or {})})
+
+    def write(self, record: Dict[str, Any]) -> None:
+        """Append one record and flush it to the operating system (it survives the process)."""
+        self._fh.write(to_json(record) + "\n")
+        self._fh.flush()
+
+    def scope(self, name: str) -> None:
+        """A new session starts (``pytest --tritonkit``: one per test phase, ``name`` the test's node
+        id): the finding indices that follow are its own."""
+        self.write({"t": "scope", "id": name, "at": time.time()})
+
+    def new_finding(self, index: int, finding: Finding) -> None:
+        """A finding was just made (``index``: its place in the process's order of discovery)."""
+        self.write({"t": "finding", "i": index, "f": finding.to_dict()})
+
+    def launch(self, record: LaunchRecord) -> None:
+        """A launch ended (written where :attr:`launches` says so)."""
+        if self.launches:
+            self.write({"t": "launch", "r": record.to_dict()})
+
+    def findings(self, log, final: bool) -> None:
+        """Write the findings of ``log`` (a :class:`~tritonkit.check.findings.FindingLog`) changed since
+        the last time: always when ``final``, else at most once every :data:`SNAPSHOT_INTERVAL_S`."""
+        now = time.monotonic()
+        if not final and now - self._last_snapshot < SNAPSHOT_INTERVAL_S:
+            return
+        self._last_snapshot = now
+        for index in log.take_changed():
+            self.new_finding(index, log.finding(index))
+
+    def end(self, aborted: Optional[str]) -> None:
+        """The process's session ended (``aborted``: why it stopped early, or None)."""
+        self.write({"t": "end", "aborted": aborted})
+
+    def exit(self, status: int, failed: bool, interrupted: bool = False, internal: Optional[str] = None) -> None:
+        """The program ended: its exit ``status``, whether it ``failed`` (raised or exited non-zero),
+        was ``interrupted``, or tritonkit failed (``internal``: the error)."""
+        self.write({"t": "exit", "status": status, "failed": failed, "interrupted": interrupted,
+                    "internal": internal})
+
+    def close(self) -> None:
+        """Close the file (the journal stays)."""
+        self._fh.close()
+
+
+def command_line() -> List[str]:
+    """This process's command line as it was started (``/proc/self/cmdline`` where there is one: with
+    ``python -c CODE`` whole), else the interpreter and ``sys.argv``."""
+    try:
+        with open("/proc/self/cmdline", "rb") as fh:
+            words = [w.decode("utf-8", errors="replace") for w in fh.read().split(b"\0") if w]
+        if words:
+            return words
+    except OSError:
+        pass
+    return [sys.executable, *sys.argv]
+
+
+@dataclasses.dataclass
+class ProcessRun:
+    """What one process's journal holds.
+
+    Attributes:
+        pid, ppid, argv, role, fork_of: the process (see :class:`Journal`).
+        checks, engine: what it checked with.
+        started: when it started (seconds since the epoch).
+        extra: the ``process`` line's other fields (e.g. ``worker``).
+        findings: its findings by ``(scope number, index)``, each as last written.
+        scopes: the names of its scopes by number (0: ``""``, before any ``scope`` line).
+        scope_started: when each scope started (seconds since the epoch; 0 for scope 0).
+        launch_records: its launches, in the order they ended.
+        ended: its (last) session ended (an ``end`` line); aborted: why it stopped early, or None.
+        exit: the ``exit`` line (``status``, ``failed``, ``interrupted``, ``internal``), or None where the
+            process ended before writing it (``os._exit``, a signal, a crash).
+    """
+
+    pid: int = 0
+    ppid: int = 0
+    argv: List[str] = dataclasses.field(default_factory=list)
+    role: str = "child"
+    fork_of: Optional[int] = None
+    checks: List[str] = dataclasses.field(default_factory=list)
+    engine: str = "auto"
+    started: float = 0.0
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    findings: Dict[Tuple[int, int], Finding] = dataclasses.field(default_factory=dict)
+    scopes: List[str] = dataclasses.field(default_factory=lambda: [""])
+    scope_started: List[float] = dataclasses.field(default_factory=lambda: [0.0])
+    launch_records: List[LaunchRecord] = dataclasses.field(default_factory=list)
+    ended: bool = False
+    aborted: Optional[str] = None
+    exit: Optional[Dict[str, Any]] = None
+
+    @property
+    def process(self) -> Dict[str, Any]:
+        """The process as a finding names it: ``{"pid", "argv"}`` and ``"fork_of"`` for a fork."""
+        out: Dict[str, Any] = {"pid": self.pid, "argv": list(self.argv)}
+        if self.fork_of:
+            out["fork_of"] = self.fork_of
+        return out
+
+    def apply(self, rec: Any) -> Optional[Tuple[int, int]]:
+        """Take one journal record; returns the key of the finding it wrote, if it wrote one.
+        Records that cannot be read are skipped."""
+        if not isinstance(rec, dict):
+            return None
+        t = rec.get("t")
+        try:
+            if t == "process":
+                self.pid, self.ppid = int(rec.get("pid") or 0), int(rec.get("ppid") or 0)
+                self.argv = [str(a) for a in rec.get("argv") or []]
+                self.role, self.fork_of = str(rec.get("role") or "child"), rec.get("fork_of")
+                self.checks, self.engine = list(rec.get("checks") or []), str(rec.get("engine") or "auto")
+                self.started = float(rec.get("started") or 0.0)
+                self.extra = {k: v for k, v in rec.items() if k not in _PROCESS_FIELDS}
+            elif t == "scope":
+                self.scopes.append(str(rec.get("id") or ""))
+                self.scope_started.append(float(rec.get("at") or 0.0))
+            elif t == "finding":
+                key = (len(self.scopes) - 1, int(rec["i"]))
+                self.findings[key] = Finding.from_dict(rec["f"])
+                return key
+            elif t == "launch":
+                self.launch_records.append(LaunchRecord.from_dict(rec["r"]))
+            elif t == "end":
+                self.ended, self.aborted = True, rec.get("aborted")
+            elif t == "exit":
+                self.exit = rec
+        except (KeyError, TypeError, ValueError):
+            pass
+        return None
+
+    def scope_of(self, key: Tuple[int, int]) -> str:
+        """The name of the scope a finding's key belongs to."""
+        return self.scopes[key[0]]
+
+
+_PROCESS_FIELDS = {"t", "pid", "ppid", "argv", "role", "fork_of", "checks", "engine", "started"}
+
+
+class JournalTail:
+    """Reads a journal as it grows: each :meth:`poll` takes the lines completed since the last one
+    (a line still being written, or cut by a hard exit, waits or is never taken)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.run = ProcessRun()
+        self._offset = 0
+        self._partial = b""
+
+    def poll(self) -> Tuple[List[Tuple[int, int]], List[LaunchRecord]]:
+        """Read what was added: ``(keys of the findings written, in order; new launch records)``."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except OSError:
+            return [], []
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        keys: List[Tuple[int, int]] = []
+        before = len(self.run.launch_records)
+        for line in lines:
+            try:
+                rec = json.loads(line.decode("utf-8", errors="replace"))
+            except ValueError:
+                continue
+            key = self.run.apply(rec)
+            if key is not None and key not in keys:
+                keys.append(key)
+        return keys, self.run.launch_records[before:]
+
+
+def read_journal(path: str) -> ProcessRun:
+    """Read one journal; lines that cannot be read (the last one, cut by a hard exit) are skipped."""
+    tail = JournalTail(path)
+    tail.poll()
+    return tail.run
+
+
+class RunWatcher:
+    """Follows the journals of a run's directory as processes write them (``pytest --tritonkit``:
+    the child processes of the tests), leaving out ``exclude`` (the watching process's own).
+
+    Args:
+        run_dir: the directory; exclude: journal paths to leave out.
+    """
+
+    def __init__(self, run_dir: str, exclude: Iterable[str] = ()):
+        self.run_dir = run_dir
+        self.exclude = {os.path.abspath(p) for p in exclude}
+        self.tails: Dict[str, JournalTail] = {}
+
+    def poll(self) -> Tuple[List[Tuple[str, Tuple[int, int], Finding]], List[Tuple[str, LaunchRecord]]]:
+        """What the processes wrote since the last call: ``([(journal path, key, finding)], [(journal
+        path, launch record)])``, each finding marked with its process (a finding written again,
+        updated, comes again with the same path and key)."""
+        for path in sorted(glob.glob(os.path.join(self.run_dir, "p*.jsonl"))):
+            path = os.path.abspath(path)
+            if path not in self.exclude and path not in self.tails:
+                self.tails[path] = JournalTail(path)
+        found, records = [], []
+        for path, tail in self.tails.items():
+            keys, new = tail.poll()
+            records.extend((path, r) for r in new)
+            for key in keys:
+                f = tail.run.findings[key]
+                f.process = tail.run.process
+                found.append((path, key, f))
+        return found, records
+
+
+def read_run(run_dir: str) -> List[ProcessRun]:
+    """Every process journal of a run, in the order the processes started."""
+    runs = [read_journal(p) for p in glob.glob(os.path.join(run_dir, "p*.jsonl"))]
+    return sorted(runs, key=lambda r: (r.role != "root", r.started, r.pid))
+
+
+def merge(runs: List[ProcessRun], interrupted: bool = False, script: Optional[Dict[str, Any]] = None) -> CheckReport:
+    """One :class:`~tritonkit.check.CheckReport` of a run's processes: the root process's findings
+    first, then each child's, marked with its ``process``; every launch record; kernel summaries
+    and totals over all of them.
+
+    Args:
+        runs: what :func:`read_run` returned.
+        interrupted: the run was interrupted (Ctrl-C).
+        script: ``{"target": argv, "failed": bool}`` for the report, or None.
+    """
+    from .._version import __version__
+    findings: List[Finding] = []
+    records: List[LaunchRecord] = []
+    aborted = None
+    for run in runs:
+        for key in sorted(run.findings):
+            f = run.findings[key]
+            if run.role != "root":
+                f.process = run.process
+            findings.append(f)
+        records.extend(run.launch_records)
+        if run.role == "root":
+            aborted = run.aborted
+    root = next((r for r in runs if r.role == "root"), runs[0] if runs else ProcessRun())
+    summary = summarize(records, findings, root.checks, root.engine, aborted, interrupted)
+    summary["processes"] = len(runs)
+    return CheckReport(findings=findings, launches=len(records), kernels=kernel_summaries(records, findings),
+                       launch_records=records, summary=summary,
+                       versions={"tritonkit": __version__, "triton": installed_version("triton")}, script=script)
+
+
+def installed_version(dist: str) -> str:
+    """An installed distribution's version, without importing it (the reporting process stays light)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"

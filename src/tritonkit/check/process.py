@@ -1,0 +1,346 @@
+"""A checked program as processes: the program itself (the *root*, which ``tritonkit check`` runs in a
+child process of its own) and every Python process it starts, each checking its own launches and
+writing what it finds to its journal in the run's directory (:mod:`.journal`).
+
+* :func:`run_root` runs the program checked, journaled, with its descendants set up to be checked
+  too, and writes how it ended.
+* Python children: :func:`install` puts the run's directory and options in the environment and
+  ``tritonkit/check/_boot`` first on ``PYTHONPATH``; its ``sitecustomize`` calls
+  :func:`start_child` when the child imports Triton. ``subprocess`` children that are not Python
+  get the environment without tritonkit's variables (no ``TRITON_INTERPRET`` leak); a shell keeps
+  them (it may start Python).
+* Forks: a process forked from a checked one (``multiprocessing`` with ``fork``) writes to a
+  journal of its own from the fork on, with only what it finds itself.
+"""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+from typing import Any, Dict, List, Optional
+
+from .journal import RUN_DIR_ENV, Journal
+
+#: the environment variable with a run's :class:`CheckOptions` (JSON), for child processes
+OPTIONS_ENV = "TRITONKIT_CHECK_OPTIONS"
+BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")
+#: the directory ``import tritonkit`` finds this tritonkit in (on children's PYTHONPATH too)
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: the environment variable with the values tritonkit's variables had before it set them (JSON)
+BEFORE_ENV = "TRITONKIT_ENV_BEFORE"
+_SET_FOR_CHILDREN = ("TRITON_INTERPRET", "PYTHONPATH")
+_TRITONKIT_VARS = (RUN_DIR_ENV, OPTIONS_ENV, BEFORE_ENV) + _SET_FOR_CHILDREN
+_PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?[a-z]?$")
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish"}
+
+
+@dataclasses.dataclass
+class CheckOptions:
+    """How a run checks (what ``tritonkit check``'s options say), for every process of the run.
+
+    Attributes:
+        checks: finding kinds to check, or None for the defaults.
+        nan: add ``nan_inf`` to the defaults.
+        stop_on_first, timeout, pdb, engine, batch_memory: as :func:`tritonkit.check.checking`
+            takes them (``timeout`` in seconds, ``batch_memory`` in bytes; child processes never
+            open pdb).
+        access_maps: launches of each kernel that get access maps (0: no byte counts or maps).
+        children: check the program's Python child processes too.
+    """
+
+    checks: Optional[List[str]] = None
+    nan: bool = False
+    stop_on_first: bool = False
+    timeout: Optional[float] = None
+    pdb: bool = False
+    engine: str = "auto"
+    batch_memory: Optional[int] = None
+    access_maps: int = 0
+    children: bool = True
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain JSON data."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "CheckOptions":
+        """The inverse of :meth:`to_dict` (unknown keys ignored).
+
+        Raises:
+            TypeError: ``d`` is not a mapping.
+        """
+        from .findings import read_fields
+        return cls(**read_fields(cls, d))
+
+    def check_list(self) -> Optional[list]:
+        """The ``checks`` argument of :func:`~tritonkit.check.checking`: the kinds (or the defaults),
+        plus an :class:`~tritonkit.check.checks.AccessMap` where ``access_maps`` asks for one."""
+        if not self.access_maps:
+            return None if self.checks is None else list(self.checks)
+        from .checks import AccessMap, default_checks
+        kinds = list(self.checks) if self.checks is not None else [c.kind for c in default_checks(nan=self.nan)]
+        return [*kinds, AccessMap(maps_per_kernel=self.access_maps)]
+
+    def kinds(self) -> List[str]:
+        """The finding kinds of the checks this run makes."""
+        from .checks import default_checks, make_checks
+        checks = self.check_list()
+        return [c.kind for c in (default_checks(nan=self.nan) if checks is None else make_checks(checks))]
+
+    def session_kwargs(self, child: bool = False) -> Dict[str, Any]:
+        """The keyword arguments of :func:`~tritonkit.check.checking` (``child``: no pdb there)."""
+        return dict(checks=self.check_list(), nan=self.nan, stop_on_first=self.stop_on_first, timeout=self.timeout,
+                    pdb=self.pdb and not child, engine=self.engine, batch_memory=self.batch_memory)
+
+
+# ------------------------------------------------------------------------------------ the environment
+
+_installed: Optional[Dict[str, Optional[str]]] = None  # the variables install() changed, and their old values
+_popen_init = None
+_fork_hook = False
+#: whether a process forked from this one checks and journals on its own (False: ``--no-children``)
+_forks_checked = True
+_lock = threading.Lock()
+
+
+def child_env(run_dir: str, options: CheckOptions, base: Optional[Dict[str, str]] = None,
+              before: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
+    """``base`` (default ``os.environ``) with what a Python child needs to be checked: the run's
+    directory, its options, ``TRITON_INTERPRET=1``, the bootstrap first on ``PYTHONPATH``, and the
+    values those two had before tritonkit set them (``before``; default: ``base``'s own, or what
+    ``base`` says they were), so that a child that is not Python gets them back."""
+    env = dict(os.environ if base is None else base)
+    if before is None:
+        before = _before(env)
+    paths = [BOOT_DIR, PACKAGE_PARENT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                          if p and p not in (BOOT_DIR, PACKAGE_PARENT)]
+    env.update({RUN_DIR_ENV: run_dir, OPTIONS_ENV: json.dumps(options.to_dict()), "TRITON_INTERPRET": "1",
+                "PYTHONPATH": os.pathsep.join(paths), BEFORE_ENV: json.dumps(before)})
+    return env
+
+
+def _before(env) -> Dict[str, Optional[str]]:
+    """The values of the variables tritonkit sets for its children, as they were before it did:
+    what ``env`` says they were (it is a checked process's), else ``env``'s own."""
+    try:
+        said = json.loads(env[BEFORE_ENV])
+        if isinstance(said, dict):
+            return {k: said.get(k) for k in _SET_FOR_CHILDREN}
+    except (KeyError, ValueError):
+        pass
+    return {k: env.get(k) for k in _SET_FOR_CHILDREN}
+
+
+def install(run_dir: str, options: CheckOptions, before: Optional[Dict[str, Optional[str]]] = None) -> None:
+    """Set this process up so that its children are checked: the environment (:func:`child_env`;
+    ``before``: the values of ``TRITON_INTERPRET`` and ``PYTHONPATH`` before tritonkit set them, by
+    default those of the environment now), a journal of their own for forks, and ``subprocess``
+    keeping tritonkit's variables from children that are not Python. Idempotent; :func:`uninstall`
+    undoes it."""
+    global _installed, _popen_init
+    import subprocess
+    with _lock:
+        if _installed is None:
+            new = child_env(run_dir, options, before=before)
+            _installed = {k: os.environ.get(k) for k in _TRITONKIT_VARS}
+            os.environ.update({k: new[k] for k in _TRITONKIT_VARS})
+        if _popen_init is None:
+            _popen_init = subprocess.Popen.__init__
+            subprocess.Popen.__init__ = _checked_popen_init
+    watch_forks(True)
+
+
+def watch_forks(checked: bool) -> None:
+    """From now on, a process forked from this one while a journaled session is active checks on its
+    own, with a journal of its own (``checked``), or stops journaling (its findings are not
+    reported: ``--no-children``); either way it never writes into this process's journal."""
+    global _fork_hook, _forks_checked
+    _forks_checked = checked
+    if not _fork_hook and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _fork_hook = True
+
+
+def uninstall() -> None:
+    """Put back what :func:`install` changed (the fork hook stays, doing nothing)."""
+    global _installed, _popen_init
+    import subprocess
+    with _lock:
+        if _installed is not None:
+            _restore(os.environ, _installed)
+            _installed = None
+        if _popen_init is not None:
+            subprocess.Popen.__init__ = _popen_init
+            _popen_init = None
+
+
+def _restore(env, old: Dict[str, Optional[str]]) -> None:
+    for k, v in old.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+
+
+def is_python(program: str) -> bool:
+    """Whether ``program`` (a path or a name on ``PATH``) runs Python: this interpreter, a
+    ``pythonX.Y``, or a script whose first line names python."""
+    path = shutil.which(program) or program
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
+    if real == os.path.realpath(sys.executable) or _PYTHON.match(os.path.basename(path)) \
+            or _PYTHON.match(os.path.basename(real)):
+        return True
+    try:
+        with open(real, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def _checked_popen_init(self, *args, **kw):
+    """``subprocess.Popen.__init__``: a child that is not Python (nor a shell, which may start
+    Python) gets the environment without tritonkit's variables; a Python child given an ``env`` of
+    its own gets them added."""
+    try:
+        import inspect
+        bound = inspect.signature(_popen_init).bind(self, *args, **kw)
+        a = bound.arguments
+        env = _child_env_for(a["args"], a.get("executable"), a.get("shell", False), a.get("env"))
+        if env is not None:
+            a["env"] = env
+            args, kw = bound.args[1:], bound.kwargs
+    except Exception:  # never stand in the way of the program's own process creation
+        pass
+    return _popen_init(self, *args, **kw)
+
+
+def _child_env_for(args, executable, shell: bool, env) -> Optional[Dict[str, str]]:
+    """The environment a ``subprocess`` child should get instead of ``env`` (None: leave it)."""
+    installed = _installed
+    if installed is None or shell:
+        return None
+    if executable is not None:
+        program = os.fsdecode(executable)
+    elif isinstance(args, (str, bytes, os.PathLike)):
+        program = os.fsdecode(args)
+    else:
+        program = os.fsdecode(list(args)[0])
+    if os.path.basename(program) in _SHELLS:
+        return None
+    if is_python(program):
+        if env is None or RUN_DIR_ENV in env:
+            return None
+        return child_env(os.environ[RUN_DIR_ENV], CheckOptions.from_dict(json.loads(os.environ[OPTIONS_ENV])),
+                         base=env, before=_before(os.environ))
+    clean = dict(os.environ if env is None else env)
+    before = _before(clean)
+    for key in (RUN_DIR_ENV, OPTIONS_ENV, BEFORE_ENV):
+        clean.pop(key, None)
+    _restore(clean, before)
+    return clean
+
+
+# ---------------------------------------------------------------------------------- checked processes
+
+def run_root(target, options: CheckOptions, run_dir: str, prog: str = "tritonkit check") -> int:
+    """Run the program ``target`` (a :class:`~tritonkit.cli._target.Target`: anything with
+    ``run(prog, passthrough)``) in this process, checked, journaled in ``run_dir``, its Python child
+    processes too where ``options.children`` says so; write how it ended to the journal.
+
+    Returns:
+        0 the program ended normally; 3 it raised or exited non-zero; 2 a launch could not be checked
+        as given (a usage error, printed) or tritonkit failed (its traceback printed); 130 interrupted.
+    """
+    from . import session as _session
+    from .errors import CheckAborted, InternalError, UsageError
+
+    journal = Journal(run_dir, "root", options.kinds(), options.engine)
+    before = _before(os.environ)
+    os.environ.pop(RUN_DIR_ENV, None)  # the parent's note to this process, not for its children
+    os.environ["TRITON_INTERPRET"] = "1"
+    if options.children:
+        install(run_dir, options, before)
+    else:
+        watch_forks(False)
+    status, failed, interrupted, internal = 0, False, False, None
+    try:
+        with _session.checking(journal=journal, **options.session_kwargs()):
+            status = target.run(prog, passthrough=(UsageError,))
+            failed = status != 0
+    except InternalError as e:
+        import traceback
+        traceback.print_exc()
+        status, internal = 2, str(e)
+    except CheckAborted:
+        pass
+    except KeyboardInterrupt:
+        status, interrupted = 130, True
+    except UsageError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        status, internal = 2, f"usage: {e}"
+    finally:
+        if options.children:
+            uninstall()
+    journal.exit(status, failed, interrupted, internal)
+    journal.close()
+    return status
+
+
+def start_child() -> None:
+    """Check this process, a child of a checked program (its environment names the run and the
+    options, see :func:`install`), until it exits; its findings go to a journal of its own.
+
+    Raises:
+        OSError: the journal cannot be created; ValueError: the options cannot be read.
+    """
+    from .session import checking
+
+    run_dir = os.environ[RUN_DIR_ENV]
+    options = CheckOptions.from_dict(json.loads(os.environ.get(OPTIONS_ENV) or "{}"))
+    journal = Journal(run_dir, "child", options.kinds(), options.engine)
+    os.environ["TRITON_INTERPRET"] = "1"
+    install(run_dir, options)
+    context = checking(journal=journal, **options.session_kwargs(child=True))
+    session = context.__enter__()
+
+    def finish() -> None:
+        try:
+            context.__exit__(None, None, None)
+        except BaseException:  # noqa: B036 - at exit, a session that cannot close must not hide the exit
+            pass
+        if session.journal is not None:  # this process's own (a fork has its own since the fork)
+            session.journal.exit(0, False)
+    atexit.register(finish)
+
+
+def _after_fork_in_child() -> None:
+    """In a process just forked from a checked one: from now on, its own journal with only its own
+    findings and launches (the parent's stay the parent's)."""
+    from .findings import FindingLog
+    from .launch.active import active_session
+    from .checks import KINDS
+
+    session = active_session()
+    if session is None or session.journal is None:
+        return
+    if not _forks_checked:
+        session.journal = None
+        return
+    parent = os.getppid()
+    run_dir = os.path.dirname(session.journal.path)
+    try:
+        session.journal = Journal(run_dir, "child", [c.kind for c in session.checks], session.engine,
+                                  fork_of=parent)
+    except OSError:
+        session.journal = None
+    session._log = FindingLog(KINDS)
+    session.launches = []

@@ -1,0 +1,120 @@
+"""``pytest --tritonkit``: every test of a suite with each Triton launch checked on the CPU.
+
+Registered through the ``pytest11`` entry point, so installing tritonkit is enough. Without
+``--tritonkit`` it only declares its options and markers (this module imports nothing heavy).
+
+With it, each test (its fixtures' setup, its body, and then its teardown, each in a session of
+their own) runs with :func:`tritonkit.check.checking` active; a test whose launches have findings
+fails with them as its failure (or, where it failed anyway, in a section of its report), and
+``xfail`` still applies. Python processes the tests start are checked too (see
+:mod:`tritonkit.check.process`) and their findings are those of the test that was running when they
+came in. At the end, a terminal summary (kernels, launches, findings per test) and, with
+``--tritonkit-json FILE``, the JSON keyed by node id. With pytest-xdist each worker checks its
+tests and the findings travel with the test reports, so the summary and JSON are one; a worker that
+crashes leaves its findings in its journal, which the controller reads.
+
+Options: ``--tritonkit[=KINDS]``, ``--tritonkit-json FILE``, ``--tritonkit-nan``,
+``--tritonkit-no-children``, ``--tritonkit-engine {auto,sequential}``, ``--tritonkit-timeout S``.
+Markers: ``@pytest.mark.tritonkit(checks=[...] or "a,b", nan=bool)`` and
+``@pytest.mark.tritonkit_off``.
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import pytest
+
+from .options import DEFAULT_KINDS, kinds_or_none, options_from, require_pytest, saved_interpret
+
+__all__ = ["require_pytest", "options_from"]
+
+
+def pytest_addoption(parser) -> None:
+    """Declare ``--tritonkit`` and its options."""
+    g = parser.getgroup("tritonkit", "tritonkit: check every Triton launch of each test on the CPU")
+    g.addoption("--tritonkit", nargs="?", const=DEFAULT_KINDS, default=None, metavar="KINDS",
+                help="run each test with every Triton launch checked in tritonkit's checked interpreter; a test "
+                     "whose launches have findings fails. KINDS (write --tritonkit=KINDS): the checks, "
+                     "comma-separated (default: those on by default; tritonkit check --list-checks lists them)")
+    g.addoption("--tritonkit-json", metavar="FILE", default=None,
+                help="with --tritonkit: also write the findings as JSON, keyed by test node id")
+    g.addoption("--tritonkit-nan", action="store_true", default=False,
+                help="with --tritonkit: also report where NaN/Inf values that reach memory are made")
+    g.addoption("--tritonkit-no-children", action="store_true", default=False,
+                help="with --tritonkit: do not check the Python processes the tests start")
+    g.addoption("--tritonkit-engine", choices=("auto", "sequential"), default="auto",
+                help="with --tritonkit: the checked interpreter's engine (default auto: batched)")
+    g.addoption("--tritonkit-timeout", type=float, metavar="SECONDS", default=None,
+                help="with --tritonkit: stop a launch that runs longer than this (a finding)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args) -> None:
+    """Before the test files (and their ``@triton.jit`` kernels) are imported: read a bare
+    ``--tritonkit`` followed by a path as the flag and the path, check that ``-n`` has pytest-xdist,
+    and set ``TRITON_INTERPRET=1`` (as ``tritonkit check`` does)."""
+    ns = early_config.known_args_namespace
+    _flag_before_path(args, ns)
+    if getattr(ns, "tritonkit", None) is None:
+        return
+    if not early_config.pluginmanager.hasplugin("xdist") and any(
+            a in ("-n", "--numprocesses", "--dist") or a.startswith(("--numprocesses=", "--dist=")) or
+            (a.startswith("-n") and a[2:].isdigit()) for a in args):
+        raise pytest.UsageError("pytest --tritonkit -n: -n runs tests in parallel through pytest-xdist, which is not "
+                                "installed (or is disabled by -p no:xdist): pip install pytest-xdist, or leave -n out")
+    saved_interpret.append(os.environ.get("TRITON_INTERPRET"))
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _flag_before_path(args: List[str], ns) -> None:
+    """``pytest --tritonkit tests/``: argparse took ``tests/`` for KINDS; where it is not a list of
+    checks, make it ``--tritonkit`` (the defaults) and a path again."""
+    value = getattr(ns, "tritonkit", None)
+    if value in (None, DEFAULT_KINDS) or "--tritonkit" not in args:
+        return
+    i = args.index("--tritonkit")
+    if i + 1 >= len(args) or args[i + 1] != value or kinds_or_none(value) is not None:
+        return
+    args[i] = f"--tritonkit={DEFAULT_KINDS}"
+    ns.tritonkit = DEFAULT_KINDS
+    paths = getattr(ns, "file_or_dir", None)
+    if isinstance(paths, list):
+        paths.insert(0, value)
+
+
+def pytest_configure(config) -> None:
+    """Declare the markers; with ``--tritonkit``, register the checking half (:mod:`.checking`).
+
+    Raises:
+        pytest.UsageError: a ``--tritonkit-*`` option without ``--tritonkit``; pytest older than 8;
+            a bad ``--tritonkit=KINDS`` or timeout.
+    """
+    config.addinivalue_line("markers", "tritonkit(checks=None, nan=None): with pytest --tritonkit, check this test's "
+                                       "Triton launches with these checks (a list or 'a,b') and/or the NaN/Inf check")
+    config.addinivalue_line("markers", "tritonkit_off: with pytest --tritonkit, run this test unchecked")
+    value = config.getoption("tritonkit", None)
+    if value is None:
+        given = [o for o, v in (("--tritonkit-json", config.getoption("tritonkit_json", None)),
+                                ("--tritonkit-nan", config.getoption("tritonkit_nan", False)),
+                                ("--tritonkit-no-children", config.getoption("tritonkit_no_children", False)))
+                 if v]
+        if given:
+            raise pytest.UsageError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --tritonkit, "
+                                    "which is not given: add --tritonkit")
+        return
+    require_pytest(pytest.__version__)
+    from .checking import CheckingPlugin
+    config.pluginmanager.register(CheckingPlugin(config, options_from(config)), "tritonkit-checking")
+
+
+def pytest_unconfigure(config) -> None:
+    """Put ``TRITON_INTERPRET`` back as it was."""
+    if saved_interpret:
+        old = saved_interpret.pop()
+        if old is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+
+

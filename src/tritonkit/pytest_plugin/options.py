@@ -1,0 +1,95 @@
+"""What ``pytest --tritonkit`` runs with: the command line's options and each test's markers, and
+the names shared by the plugin's two halves (this module is light: pytest imports it in every run)."""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import pytest
+
+#: the attribute of a test report with what checking its phase found (plain data: crosses xdist)
+REPORT_ATTR = "tritonkit"
+#: the value of ``--tritonkit`` given without ``=KINDS``: the default checks
+DEFAULT_KINDS = "default"
+#: the oldest pytest the plugin runs on (hook wrappers' ``force_exception``, ``Config.stash``)
+MIN_PYTEST = (8, 0)
+
+saved_interpret: List[Optional[str]] = []  # TRITON_INTERPRET as it was before the plugin set it
+
+
+def require_pytest(version: str) -> None:
+    """Raise :class:`pytest.UsageError` where ``version`` (pytest's) is older than :data:`MIN_PYTEST`."""
+    try:
+        have = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return  # a development version: let it run
+    if have < MIN_PYTEST:
+        need = ".".join(map(str, MIN_PYTEST))
+        raise pytest.UsageError(f"pytest --tritonkit needs pytest {need} or newer; this is pytest {version}: "
+                                f"pip install -U 'pytest>={need}'")
+
+
+def kinds_or_none(value: str) -> Optional[List[str]]:
+    """``value`` as a list of known checks, or None where it is not one."""
+    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    if not kinds or any(not k.replace("_", "").isalnum() for k in kinds):
+        return None
+    from ..check.checks import CHECK_KINDS
+    return kinds if all(k in CHECK_KINDS for k in kinds) else None
+
+
+def options_from(config):
+    """The run's :class:`~tritonkit.check.process.CheckOptions` from the command line.
+
+    Raises:
+        pytest.UsageError: an unknown check in ``--tritonkit=KINDS``; a non-positive timeout.
+    """
+    from ..check.process import CheckOptions
+    value = config.getoption("tritonkit")
+    kinds = None
+    if value != DEFAULT_KINDS:
+        kinds = kinds_or_none(value)
+        if kinds is None:
+            from ..check.checks import CHECK_KINDS
+            raise pytest.UsageError(f"--tritonkit={value}: not a list of checks; choose from {', '.join(CHECK_KINDS)} "
+                                    "(comma-separated), or give --tritonkit alone for the defaults")
+    timeout = config.getoption("tritonkit_timeout")
+    if timeout is not None and timeout <= 0:
+        raise pytest.UsageError("--tritonkit-timeout must be a positive number of seconds")
+    return CheckOptions(checks=kinds, nan=bool(config.getoption("tritonkit_nan")),
+                        engine=config.getoption("tritonkit_engine"), timeout=timeout,
+                        children=not config.getoption("tritonkit_no_children"))
+
+
+def marker_options(item, base) -> Optional[Any]:
+    """The options a test runs with: ``base`` changed by its ``tritonkit`` marker, or None for a test
+    marked ``tritonkit_off``.
+
+    Raises:
+        ValueError: the marker names an unknown check, or takes arguments it does not know.
+    """
+    import dataclasses
+    if item.get_closest_marker("tritonkit_off") is not None:
+        return None
+    mark = item.get_closest_marker("tritonkit")
+    if mark is None:
+        return base
+    unknown = set(mark.kwargs) - {"checks", "nan"}
+    if mark.args or unknown:
+        raise ValueError("@pytest.mark.tritonkit takes only checks=[...] and nan=True/False"
+                         + (f", not {', '.join(sorted(unknown))}" if unknown else ""))
+    out = dataclasses.replace(base)
+    checks = mark.kwargs.get("checks")
+    if checks is not None:
+        from ..check.checks import CHECK_KINDS
+        kinds = [k.strip() for k in checks.split(",")] if isinstance(checks, str) else [str(k) for k in checks]
+        bad = [k for k in kinds if k not in CHECK_KINDS]
+        if bad or not kinds:
+            raise ValueError(f"@pytest.mark.tritonkit(checks=...): unknown check {', '.join(bad) or '(none given)'}; "
+                             f"choose from {', '.join(CHECK_KINDS)}")
+        out.checks = kinds
+    if "nan" in mark.kwargs:
+        from ..check.checks.nan_inf import NanInfCheck
+        out.nan = bool(mark.kwargs["nan"])
+        if out.checks is not None and out.nan and NanInfCheck.kind not in out.checks:
+            out.checks = [*out.checks, NanInfCheck.kind]
+    return out
