@@ -94,7 +94,7 @@ def test_child_environments(tmp_path, monkeypatch):
     import tritonkit.check.process as process
     base = {"PATH": "/bin", "PYTHONPATH": "/mine", "KEEP": "1"}
     env = child_env(str(tmp_path), CheckOptions(nan=True), base=base)
-    assert env["TRITON_INTERPRET"] == "1" and env["PYTHONPATH"].split(os.pathsep)[0] == process.BOOT_DIR
+    assert "TRITON_INTERPRET" not in env and env["PYTHONPATH"].split(os.pathsep)[0] == process.BOOT_DIR
     assert env["PYTHONPATH"].split(os.pathsep)[-1] == "/mine" and env["KEEP"] == "1"
     assert CheckOptions.from_dict(json.loads(env[process.OPTIONS_ENV])).nan is True
     monkeypatch.setattr(process, "_installed", {})  # as if install() ran
@@ -104,7 +104,7 @@ def test_child_environments(tmp_path, monkeypatch):
     assert _child_env_for(["sh", "-c", "python x.py"], None, False, None) is None  # a shell keeps them
     assert _child_env_for([sys_python(), "x.py"], None, False, None) is None  # inherits os.environ: checked
     given = _child_env_for([sys_python(), "x.py"], None, False, {"PATH": "/bin"})
-    assert given["TRITON_INTERPRET"] == "1" and given[process.RUN_DIR_ENV] == str(tmp_path)
+    assert given[process.RUN_DIR_ENV] == str(tmp_path) and given["PYTHONPATH"].startswith(process.BOOT_DIR)
 
 
 def sys_python():

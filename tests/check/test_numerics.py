@@ -250,3 +250,35 @@ def test_fp8_codecs_round_trip_every_code():
         back = _numerics.from_float(vals[finite], ty)
         same = (back == codes[finite]) | ((vals[finite] == 0) & (_numerics.to_float(back, ty) == 0))
         assert same.all(), (name, codes[finite][~same])
+
+
+@triton.jit
+def mul_add_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    a = tl.load(a_ptr + offs, mask=m)
+    b = tl.load(b_ptr + offs, mask=m)
+    c = tl.load(c_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, a * b + c, mask=m)
+    tl.store(out_ptr + n + offs, c - a * b, mask=m)
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fp32_multiply_add_is_one_fma_unless_fusion_is_off(dtype, engine):
+    """Triton compiles with ``enable_fp_fusion``: an fp32 ``a*b + c`` is one fma on the GPU, rounded
+    once (bit for bit against an H100 in tests/gpu); 16-bit products are rounded first, and
+    ``enable_fp_fusion=False`` rounds both."""
+    torch.manual_seed(5)
+    n = 20000
+    a, b, c = (torch.randn(n, dtype=dtype) * s for s in (3, 2, 5))
+    A, B, C = (t.double() for t in (a, b, c))
+    once = [(A * B + C).to(dtype), (C - A * B).to(dtype)]  # a product of fp32s is exact in fp64
+    twice = [(a * b) + c, c - (a * b)]
+    for fusion in (True, False):
+        out = torch.zeros(2 * n, dtype=dtype)
+        with tritonkit.checking(engine=engine):
+            mul_add_kernel[(triton.cdiv(n, 512),)](a, b, c, out, n, BLOCK=512, enable_fp_fusion=fusion)
+        expect = once if fusion and dtype == torch.float32 else twice
+        assert torch.equal(out[:n], expect[0]) and torch.equal(out[n:], expect[1])
+    assert not torch.equal(once[0], twice[0])  # the inputs tell the two apart

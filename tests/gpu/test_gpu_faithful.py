@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import tritonkit
 
@@ -99,6 +101,43 @@ def test_libdevice_close_to_the_gpu(libdevice_kernel):
     torch.testing.assert_close(cpu[1], gpu[1], atol=4e-6, rtol=4e-6)
 
 
+
+@triton.jit
+def _mul_add_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    a = tl.load(a_ptr + offs, mask=m)
+    b = tl.load(b_ptr + offs, mask=m)
+    c = tl.load(c_ptr + offs, mask=m)
+    tl.store(out_ptr + 0 * n + offs, a * b + c, mask=m)
+    tl.store(out_ptr + 1 * n + offs, c - a * b, mask=m)
+    tl.store(out_ptr + 2 * n + offs, a * b - c, mask=m)
+    p = a * b  # a product with two uses: fused into both
+    tl.store(out_ptr + 3 * n + offs, p + c + p * c, mask=m)
+    t = 0.7978845608028654 * (a + 0.044715 * a * a * a)  # GELU's tanh argument, as Liger writes it
+    tl.store(out_ptr + 4 * n + offs, 0.5 * a * (1 + t) + (1 - t * t) * b, mask=m)
+
+
+@pytest.mark.parametrize("fusion", [True, False], ids=["fp_fusion", "no_fp_fusion"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_multiply_add_contraction_matches_the_gpu_bit_for_bit(dtype, fusion):
+    """Triton compiles with ``enable_fp_fusion``: the GPU computes an fp32 ``a*b + c`` as one fma.
+    The interpreter contracts the same products (and none with ``enable_fp_fusion=False``)."""
+    torch.manual_seed(3)
+    n = 4096
+    a, b, c = (torch.randn(n, dtype=dtype) * s for s in (3, 2, 5))
+
+    def args():
+        return [a.clone(), b.clone(), c.clone(), torch.zeros(5 * n, dtype=dtype), n]
+    gpu, cpu = _both(_mul_add_kernel, (n // 256,), args, BLOCK=256, enable_fp_fusion=fusion)
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    differ = {}
+    for i, name in enumerate(["a*b+c", "c-a*b", "a*b-c", "p+c+p*c", "gelu-like"]):
+        g, h = gpu[3][i * n:(i + 1) * n].view(bits), cpu[3][i * n:(i + 1) * n].view(bits)
+        differ[name] = int((g != h).sum())
+    assert differ == dict.fromkeys(differ, 0), f"elements that differ from the GPU's, of {n}: {differ}"
+
+
 PRINT_SCRIPT = '''
 import sys
 import torch
@@ -140,3 +179,33 @@ def test_device_print_lines_match_the_gpu(tmp_path):
     cpu_lines = sorted(line for line in cpu.stdout.splitlines() if line.startswith("pid"))
     assert len(cpu_lines) == 17, cpu.stdout + cpu.stderr
     assert set(cpu_lines) == set(gpu_lines), (cpu_lines, sorted(set(gpu_lines)))
+
+
+@triton.jit
+def _double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+
+def test_a_launch_captured_in_a_cuda_graph_runs_natively_and_is_recorded():
+    """A graph records its launches and runs them at replay, where no interpreter sees them, and a
+    tensor cannot be copied to the host during a capture: such a launch runs natively, unchecked."""
+    x = torch.randn(1000, device="cuda")
+    out = torch.zeros_like(x)
+    with tritonkit.checking() as session:
+        _double_kernel[(4,)](x, out, 1000, BLOCK=256)  # checked
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            _double_kernel[(4,)](x, out, 1000, BLOCK=256)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            _double_kernel[(4,)](x, out, 1000, BLOCK=256)
+    x.copy_(torch.arange(1000, device="cuda", dtype=torch.float32))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, x * 2)
+    assert [r.status for r in session.launches] == ["ok", "ok", "captured"] and not session.findings
+    assert session.summary()["captured"] == 1

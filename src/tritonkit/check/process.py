@@ -7,8 +7,8 @@ writing what it finds to its journal in the run's directory (:mod:`.journal`).
 * Python children: :func:`install` puts the run's directory and options in the environment and
   ``tritonkit/check/_boot`` first on ``PYTHONPATH``; its ``sitecustomize`` calls
   :func:`start_child` when the child imports Triton. ``subprocess`` children that are not Python
-  get the environment without tritonkit's variables (no ``TRITON_INTERPRET`` leak); a shell keeps
-  them (it may start Python).
+  get the environment without tritonkit's variables; a shell keeps them (it may start Python).
+  ``TRITON_INTERPRET`` is never touched: checking does not need it.
 * Forks: a process forked from a checked one (``multiprocessing`` with ``fork``) writes to a
   journal of its own from the fork on, with only what it finds itself.
 """
@@ -33,7 +33,7 @@ BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: the environment variable with the values tritonkit's variables had before it set them (JSON)
 BEFORE_ENV = "TRITONKIT_ENV_BEFORE"
-_SET_FOR_CHILDREN = ("TRITON_INTERPRET", "PYTHONPATH")
+_SET_FOR_CHILDREN = ("PYTHONPATH",)
 _TRITONKIT_VARS = (RUN_DIR_ENV, OPTIONS_ENV, BEFORE_ENV) + _SET_FOR_CHILDREN
 _PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?[a-z]?$")
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish"}
@@ -111,15 +111,15 @@ _lock = threading.Lock()
 def child_env(run_dir: str, options: CheckOptions, base: Optional[Dict[str, str]] = None,
               before: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
     """``base`` (default ``os.environ``) with what a Python child needs to be checked: the run's
-    directory, its options, ``TRITON_INTERPRET=1``, the bootstrap first on ``PYTHONPATH``, and the
-    values those two had before tritonkit set them (``before``; default: ``base``'s own, or what
-    ``base`` says they were), so that a child that is not Python gets them back."""
+    directory, its options, the bootstrap first on ``PYTHONPATH``, and the value ``PYTHONPATH`` had
+    before tritonkit set it (``before``; default: ``base``'s own, or what ``base`` says it was), so
+    that a child that is not Python gets it back."""
     env = dict(os.environ if base is None else base)
     if before is None:
         before = _before(env)
     paths = [BOOT_DIR, PACKAGE_PARENT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
                                           if p and p not in (BOOT_DIR, PACKAGE_PARENT)]
-    env.update({RUN_DIR_ENV: run_dir, OPTIONS_ENV: json.dumps(options.to_dict()), "TRITON_INTERPRET": "1",
+    env.update({RUN_DIR_ENV: run_dir, OPTIONS_ENV: json.dumps(options.to_dict()),
                 "PYTHONPATH": os.pathsep.join(paths), BEFORE_ENV: json.dumps(before)})
     return env
 
@@ -138,8 +138,7 @@ def _before(env) -> Dict[str, Optional[str]]:
 
 def install(run_dir: str, options: CheckOptions, before: Optional[Dict[str, Optional[str]]] = None) -> None:
     """Set this process up so that its children are checked: the environment (:func:`child_env`;
-    ``before``: the values of ``TRITON_INTERPRET`` and ``PYTHONPATH`` before tritonkit set them, by
-    default those of the environment now), a journal of their own for forks, and ``subprocess``
+    ``before``: ``{"PYTHONPATH": value}`` before tritonkit set it, by default the environment's now), a journal of their own for forks, and ``subprocess``
     keeping tritonkit's variables from children that are not Python. Idempotent; :func:`uninstall`
     undoes it."""
     global _installed, _popen_init
@@ -266,7 +265,6 @@ def run_root(target, options: CheckOptions, run_dir: str, prog: str = "tritonkit
     journal = Journal(run_dir, "root", options.kinds(), options.engine)
     before = _before(os.environ)
     os.environ.pop(RUN_DIR_ENV, None)  # the parent's note to this process, not for its children
-    os.environ["TRITON_INTERPRET"] = "1"
     if options.children:
         install(run_dir, options, before)
     else:
@@ -307,7 +305,6 @@ def start_child() -> None:
     run_dir = os.environ[RUN_DIR_ENV]
     options = CheckOptions.from_dict(json.loads(os.environ.get(OPTIONS_ENV) or "{}"))
     journal = Journal(run_dir, "child", options.kinds(), options.engine)
-    os.environ["TRITON_INTERPRET"] = "1"
     install(run_dir, options)
     context = checking(journal=journal, **options.session_kwargs(child=True))
     session = context.__enter__()

@@ -21,7 +21,8 @@ class LaunchRecord:
         accesses: memory operations checked (one per op per program).
         lanes: active lanes checked.
         seconds: wall time of the launch in the interpreter, in seconds.
-        status: ``"ok"``, ``"empty_grid"`` or ``"aborted"``.
+        status: ``"ok"``, ``"empty_grid"``, ``"aborted"``, or ``"captured"``: launched while a CUDA
+            graph was being captured, so run natively and not checked.
         engine: which engine ran it: ``"batched"`` (many programs per execution of the kernel's
             body) or ``"sequential"`` (one program at a time: forced, or after ``fallback``).
         fallback: why the batched engine gave the launch to the sequential one, or None.
@@ -129,7 +130,8 @@ def summarize(records: List[LaunchRecord], findings: List[Finding], checks: List
               aborted: Optional[str] = None, interrupted: bool = False) -> Dict[str, Any]:
     """A checked run's totals (``CheckReport.summary``): ``launches``, ``programs`` run, ``accesses``
     and ``lanes`` checked, ``empty_grids``, ``seconds`` in the interpreter, ``findings_by_kind``,
-    the ``checks`` that ran, the ``engine`` asked for, ``batched_launches``, the ``fallbacks`` (kernel,
+    the launches ``captured`` in a CUDA graph (run natively, unchecked), the ``checks`` that ran, the
+    ``engine`` asked for, ``batched_launches``, the ``fallbacks`` (kernel,
     grid, engine, reason of each launch that did not run batched), why the run was ``aborted`` (or
     None) and whether it was ``interrupted`` (Ctrl-C)."""
     by_kind: Dict[str, int] = {}
@@ -141,6 +143,7 @@ def summarize(records: List[LaunchRecord], findings: List[Finding], checks: List
         "accesses": sum(r.accesses for r in records),
         "lanes": sum(r.lanes for r in records),
         "empty_grids": sum(r.status == "empty_grid" for r in records),
+        "captured": sum(r.status == "captured" for r in records),
         "seconds": sum(r.seconds for r in records),
         "findings_by_kind": by_kind,
         "checks": list(checks),

@@ -88,6 +88,7 @@ class patched_language:
             scope.set_attr(lang, "static_assert", _static_assert)
         taint.install(scope)
         scope.set_attr(_interp.TensorHandle, "bat", False)  # values with a program axis (batched engine)
+        scope.set_attr(_interp.TensorHandle, "fmul", None)  # a product's (lhs, rhs): fma contraction
         self.errstate = np.errstate(all="ignore")  # the GPU raises no floating-point exceptions
         self.errstate.__enter__()
         self.scope = scope

@@ -36,8 +36,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="run a script with every Triton launch checked on the CPU",
                        usage="tritonkit check [--json FILE] [--nan] [--checks KINDS] [--stop-on-first] [--timeout S] "
                              "[--pdb] -- python SCRIPT.py [ARGS...]",
-                       description="Run SCRIPT in this process; every @triton.jit launch in it runs in tritonkit's "
-                                   "checked CPU interpreter, which reports out-of-bounds accesses, undefined values, "
+                       description="Run SCRIPT (in a child process) with every @triton.jit launch in it and in the "
+                                   "Python processes it starts run in tritonkit's checked CPU interpreter, which reports out-of-bounds accesses, undefined values, "
                                    "data races between programs, reads of uninitialized memory, integer overflow in "
                                    "addresses, failed asserts and (with --nan) where NaN/Inf values are made.")
     c.add_argument("--json", metavar="FILE", help="also write the findings as JSON to FILE")

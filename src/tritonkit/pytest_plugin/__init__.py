@@ -20,12 +20,11 @@ Markers: ``@pytest.mark.tritonkit(checks=[...] or "a,b", nan=bool)`` and
 """
 from __future__ import annotations
 
-import os
-from typing import List, Optional
+from typing import List
 
 import pytest
 
-from .options import DEFAULT_KINDS, kinds_or_none, options_from, require_pytest, saved_interpret
+from .options import DEFAULT_KINDS, kinds_or_none, options_from, require_pytest
 
 __all__ = ["require_pytest", "options_from"]
 
@@ -47,13 +46,14 @@ def pytest_addoption(parser) -> None:
                 help="with --tritonkit: the checked interpreter's engine (default auto: batched)")
     g.addoption("--tritonkit-timeout", type=float, metavar="SECONDS", default=None,
                 help="with --tritonkit: stop a launch that runs longer than this (a finding)")
+    g.addoption("--tritonkit-batch-memory", type=int, metavar="MB", default=None,
+                help="with --tritonkit: the most memory one value of a batch of programs may take, in MiB")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args) -> None:
-    """Before the test files (and their ``@triton.jit`` kernels) are imported: read a bare
-    ``--tritonkit`` followed by a path as the flag and the path, check that ``-n`` has pytest-xdist,
-    and set ``TRITON_INTERPRET=1`` (as ``tritonkit check`` does)."""
+    """Before the test files are imported: read a bare ``--tritonkit`` followed by a path as the flag
+    and the path, and check that ``-n`` has pytest-xdist."""
     ns = early_config.known_args_namespace
     _flag_before_path(args, ns)
     if getattr(ns, "tritonkit", None) is None:
@@ -63,8 +63,6 @@ def pytest_load_initial_conftests(early_config, parser, args) -> None:
             (a.startswith("-n") and a[2:].isdigit()) for a in args):
         raise pytest.UsageError("pytest --tritonkit -n: -n runs tests in parallel through pytest-xdist, which is not "
                                 "installed (or is disabled by -p no:xdist): pip install pytest-xdist, or leave -n out")
-    saved_interpret.append(os.environ.get("TRITON_INTERPRET"))
-    os.environ["TRITON_INTERPRET"] = "1"
 
 
 def _flag_before_path(args: List[str], ns) -> None:
@@ -106,15 +104,3 @@ def pytest_configure(config) -> None:
     require_pytest(pytest.__version__)
     from .checking import CheckingPlugin
     config.pluginmanager.register(CheckingPlugin(config, options_from(config)), "tritonkit-checking")
-
-
-def pytest_unconfigure(config) -> None:
-    """Put ``TRITON_INTERPRET`` back as it was."""
-    if saved_interpret:
-        old = saved_interpret.pop()
-        if old is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = old
-
-

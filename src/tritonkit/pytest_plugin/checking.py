@@ -12,9 +12,11 @@ process that reports (the only one, or the xdist controller) gathers them per te
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import shutil
+import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -24,11 +26,11 @@ from ..check.findings import Finding, to_json, write_json
 from ..check.journal import Journal, RunWatcher, read_run
 from ..check.process import CheckOptions, install, uninstall, watch_forks
 from ..check.results import KernelSummary, LaunchRecord, kernel_summaries, summarize
-from .options import REPORT_ATTR, marker_options, saved_interpret
+from .options import REPORT_ATTR, marker_options
 
 _RUN_DIR_KEY = "tritonkit_run_dir"
 _BEFORE_KEY = "tritonkit_env_before"
-_SUMMED = ("launches", "programs", "accesses", "lanes", "empty_grids", "seconds", "batched_launches")
+_SUMMED = ("launches", "programs", "accesses", "lanes", "empty_grids", "captured", "seconds", "batched_launches")
 _MAX_FALLBACKS = 20
 _SHOWN_TESTS = 30
 
@@ -134,9 +136,7 @@ class CheckingPlugin:
         self.owns_run_dir = not given
         self.run_dir = given or tempfile.mkdtemp(prefix="tritonkit-pytest-")
         before = workerinput.get(_BEFORE_KEY) if self.worker else None
-        self.env_before = before if isinstance(before, dict) else {
-            "TRITON_INTERPRET": saved_interpret[-1] if saved_interpret else os.environ.get("TRITON_INTERPRET"),
-            "PYTHONPATH": os.environ.get("PYTHONPATH")}
+        self.env_before = before if isinstance(before, dict) else {"PYTHONPATH": os.environ.get("PYTHONPATH")}
         self.kinds = options.kinds()
         self.tests: Dict[str, TestResult] = {}
         self.runs_tests = True
@@ -206,6 +206,7 @@ class CheckingPlugin:
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item):
+        _forget_last_failure()
         outcome = yield
         result = self._end(item.nodeid)
         if result is None:
@@ -351,6 +352,19 @@ class CheckingPlugin:
         except Exception:  # no terminal writer (a worker)
             width = 100
         return head + "\n" + findings_text(found, width=min(width, 140))
+
+
+def _forget_last_failure() -> None:
+    """What pytest does as a test's body starts (it keeps the last failure in ``sys.last_*`` for
+    post-mortem debugging until then), a moment earlier, and then a garbage collection: the failure's
+    traceback keeps its frames, and their tensors, in reference cycles that Python frees only at a
+    collection, which a test making few but large tensors may not trigger before its own peak."""
+    if getattr(sys, "last_traceback", None) is None and getattr(sys, "last_value", None) is None:
+        return
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            delattr(sys, name)
+    gc.collect()
 
 
 def _joined(a: PhaseResult, b: PhaseResult) -> PhaseResult:

@@ -13,8 +13,6 @@ DEFAULT_KINDS = "default"
 #: the oldest pytest the plugin runs on (hook wrappers' ``force_exception``, ``Config.stash``)
 MIN_PYTEST = (8, 0)
 
-saved_interpret: List[Optional[str]] = []  # TRITON_INTERPRET as it was before the plugin set it
-
 
 def require_pytest(version: str) -> None:
     """Raise :class:`pytest.UsageError` where ``version`` (pytest's) is older than :data:`MIN_PYTEST`."""
@@ -41,7 +39,7 @@ def options_from(config):
     """The run's :class:`~tritonkit.check.process.CheckOptions` from the command line.
 
     Raises:
-        pytest.UsageError: an unknown check in ``--tritonkit=KINDS``; a non-positive timeout.
+        pytest.UsageError: an unknown check in ``--tritonkit=KINDS``; a non-positive timeout or batch memory.
     """
     from ..check.process import CheckOptions
     value = config.getoption("tritonkit")
@@ -55,8 +53,12 @@ def options_from(config):
     timeout = config.getoption("tritonkit_timeout")
     if timeout is not None and timeout <= 0:
         raise pytest.UsageError("--tritonkit-timeout must be a positive number of seconds")
+    batch = config.getoption("tritonkit_batch_memory")
+    if batch is not None and batch <= 0:
+        raise pytest.UsageError("--tritonkit-batch-memory MB: a positive number of MiB")
     return CheckOptions(checks=kinds, nan=bool(config.getoption("tritonkit_nan")),
                         engine=config.getoption("tritonkit_engine"), timeout=timeout,
+                        batch_memory=batch << 20 if batch else None,
                         children=not config.getoption("tritonkit_no_children"))
 
 

@@ -134,6 +134,9 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
     if summary.get("empty_grids"):
         parts.append(Text(f"note: {summary['empty_grids']} launch(es) had a grid of 0 programs; "
                           "nothing ran in them", style="yellow"))
+    if summary.get("captured"):
+        parts.append(Text(f"note: {summary['captured']} launch(es) made while a CUDA graph was being captured ran "
+                          "natively, unchecked (the graph runs them at replay)", style="yellow"))
     if summary.get("processes", 1) > 1:
         parts.append(Text(f"checked in {summary['processes']} processes (the program and its Python child "
                           "processes)", style="dim"))

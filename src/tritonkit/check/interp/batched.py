@@ -70,6 +70,13 @@ _SHAPED = {"create_get_program_id", "create_splat", "create_expand_dims", "creat
            "create_atomic_poll", "binary_op", "ternary_op"}
 
 
+def _with_product(h, product):
+    """``h`` marked as the product ``product`` (a ``(lhs, rhs)`` pair) where it is one."""
+    if product is not None and h.fmul is None:
+        h.fmul = product
+    return h
+
+
 class BatchedBuilder(CheckedBuilder):
     """A :class:`CheckedBuilder` that runs a batch of programs at once (see the module).
 
@@ -189,7 +196,10 @@ class BatchedBuilder(CheckedBuilder):
     # --- elementwise ops with operands of different ranks ------------------------------------------
     def binary_op(self, lhs, rhs, op):
         if lhs.bat or rhs.bat:
+            products = (lhs.fmul, rhs.fmul)
             lhs, rhs = self._aligned(lhs, rhs)
+            if products != (lhs.fmul, rhs.fmul):  # aligned copies of products stay products
+                lhs, rhs = _with_product(lhs, products[0]), _with_product(rhs, products[1])
             return _mark(super().binary_op(lhs, rhs, op))
         return super().binary_op(lhs, rhs, op)
 

@@ -66,6 +66,7 @@ class LaunchView(Protocol):
     tx: Any  # the batched engine's running transaction, or None
     record: Any  # the launch's LaunchRecord (counters)
     uniform_access: bool
+    fp_fusion: bool  # contract a float product and the add/subtract of it into one fma, as Triton does
 
     def access(self, acc: Access, addrs: np.ndarray, mask: Optional[np.ndarray], ptrs=None) -> Any:
         """Resolve and check one memory operation; returns the resolved lanes to perform."""
@@ -106,6 +107,46 @@ def _flat(data: np.ndarray, shape, dtype: np.dtype) -> np.ndarray:
 def _bits(h) -> bool:
     """Whether a handle holds bf16/fp8 values as raw bits (arithmetic must decode them)."""
     return h.data.dtype.kind == "u" and h.data.dtype.itemsize <= 2 and h.dtype.scalar.name in BITS_TYPES
+
+
+#: float types whose multiply-add the GPU's compiler contracts into one fma (one rounding); measured
+#: on an H100 (Triton 3.6): fp32 contracted, bf16 and fp16 not (16-bit products are rounded to their
+#: type before the add)
+_CONTRACTED = frozenset(("fp32", "fp64"))
+
+
+def _fused(lhs, rhs, op, shape) -> Optional[np.ndarray]:
+    """``lhs op rhs`` (``op`` add or subtract) as the GPU computes it where one side is a product
+    that its compiler contracts with it into an fma (Triton compiles with ``enable_fp_fusion``: LLVM
+    fuses ``fmul`` + ``fadd``/``fsub`` on NVPTX even when the product has other uses, the left
+    product first): ``a*b + c``, ``a*b - c`` as ``fma(a, b, -c)``, ``c - a*b`` as ``fma(-a, b, c)``,
+    rounded once to the result's type. None where neither side is a product of the same type."""
+    ty = lhs.dtype.scalar
+    if rhs.dtype.scalar != ty:
+        return None
+    if lhs.fmul is not None:
+        (a, b), c, neg_ab, neg_c = lhs.fmul, rhs, False, op is np.subtract
+    elif rhs.fmul is not None:
+        (a, b), c, neg_ab, neg_c = rhs.fmul, lhs, op is np.subtract, False
+    else:
+        return None
+    if any(h.dtype.scalar != ty for h in (a, b)):
+        return None
+    nd = len(shape)
+    # values with a program axis (batched engine) padded as their results were: (P,) -> (P, 1)
+    x, y, z = (np.reshape(h.data, np.shape(h.data) + (1,) * (nd - np.ndim(h.data)))
+               if h.bat and np.ndim(h.data) < nd else h.data for h in (a, b, c))
+    try:
+        x, y, z = np.broadcast_arrays(-x if neg_ab else x, y, -z if neg_c else z)
+        if ty.name == "fp32":
+            from .libdevice import fma_f32
+            r = fma_f32(x, y, z)
+        else:
+            from .libdevice import fma_f64
+            r = fma_f64(x, y, z)
+        return np.broadcast_to(r, shape).astype(r.dtype, copy=True)
+    except ValueError:  # shapes that do not broadcast to the result's: leave the two roundings
+        return None
 
 
 def _rounded(x: np.ndarray, ty) -> TensorHandle:
@@ -219,6 +260,13 @@ class CheckedBuilder(_interp.InterpreterBuilder):
                            lhs.dtype.scalar)
         else:
             out = super().binary_op(lhs, rhs, op)
+        if lhs.dtype.scalar.name in _CONTRACTED and out.dtype.scalar == lhs.dtype.scalar:
+            if op is np.multiply:
+                out.fmul = (lhs, rhs)  # a product the next add or subtract may contract with
+            elif (op is np.add or op is np.subtract) and self.launch.fp_fusion:
+                fused = _fused(lhs, rhs, op, np.shape(out.data))
+                if fused is not None and fused.dtype == out.data.dtype:
+                    out.data = fused
         if lhs.tainted or rhs.tainted:
             _taint.carry(out, lhs, rhs)
         launch = self.launch
@@ -256,6 +304,11 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         for hook in self.launch.hooks.result:
             hook(self.launch, op, out, (lhs, rhs, other))
         return out
+
+    def get_bf16(self, value):
+        """A bf16 scalar constant (Triton < 3.7's interpreter has none): ``value`` rounded once to
+        nearest even, as the compiler folds a Python float into a bf16 constant."""
+        return TensorHandle(from_float(np.array([value], dtype=np.float64), tl.bfloat16), tl.bfloat16)
 
     def create_fma(self, x, y, z):
         if _bits(z):

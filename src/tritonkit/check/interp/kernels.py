@@ -23,6 +23,10 @@ KERNEL_CODES: Dict[Any, str] = {}
 _REWRITTEN: Dict[Any, Any] = {}
 #: held while a launch runs: launches (and the rewrite cache) are one at a time
 LOCK = threading.RLock()
+#: Triton's own builder: what its rewriter may copy into a kernel module's globals (it copies every
+#: name of its interpreter module a module lacks, the builder of the moment included, and a launch's
+#: builder left there would keep the launch, its frames and its tensors alive for good)
+TRITONS_BUILDER = _interp.interpreter_builder
 _TRITON_DIR = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
 
 
@@ -36,7 +40,11 @@ def rewritten(pyfn, simt: bool = False):
     fn = _REWRITTEN.get((pyfn, simt))
     if fn is None:
         from .simt import SimtRewriter
-        fn = (SimtRewriter if simt else _interp.FunctionRewriter)(pyfn).rewrite_ast()
+        builder, _interp.interpreter_builder = _interp.interpreter_builder, TRITONS_BUILDER
+        try:
+            fn = (SimtRewriter if simt else _interp.FunctionRewriter)(pyfn).rewrite_ast()
+        finally:
+            _interp.interpreter_builder = builder
         _REWRITTEN[(pyfn, simt)] = fn
         KERNEL_CODES[fn.__code__] = pyfn.__name__
     return fn

@@ -279,6 +279,31 @@ def _ffma(mode):
     return fn
 
 
+def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a*b + c`` rounded once to float32, to nearest even (float32 arrays of one shape).
+
+    The product is exact in float64 and the sum is rounded to float64 then to float32; that double
+    rounding can differ from one rounding only where the float64 sum falls exactly halfway between
+    two float32 values (or in float32's subnormal range): those elements are redone exactly."""
+    x, y, z = a.astype(F64), b.astype(F64), c.astype(F64)
+    s = x * y + z
+    out = s.astype(np.float32)
+    low = s.view(np.uint64) & np.uint64((1 << 29) - 1)
+    redo = np.flatnonzero((low == np.uint64(1 << 28)) | (np.abs(s) < 2.0 ** -125))
+    if redo.size:
+        flat = out.reshape(-1)
+        flat[redo] = _ffma("rn")(a.reshape(-1)[redo], b.reshape(-1)[redo], c.reshape(-1)[redo])
+        out = flat.reshape(out.shape)
+    return out
+
+
+def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a*b + c`` rounded once to float64, to nearest even (float64 arrays of one shape)."""
+    return np.asarray(_dfma("rn")(np.ascontiguousarray(a, dtype=F64).reshape(-1),
+                                  np.ascontiguousarray(b, dtype=F64).reshape(-1),
+                                  np.ascontiguousarray(c, dtype=F64).reshape(-1))).reshape(np.shape(a))
+
+
 def _dadd(mode, negate_b=False):
     def fn(a, b):
         if negate_b:

@@ -4,6 +4,8 @@ Patched (and restored when the session ends):
 
 * ``JITFunction.run`` and ``InterpretedFunction.run``: every ``kernel[grid](...)`` launch, whether
   the kernel was decorated with ``TRITON_INTERPRET`` set or not, runs in the checked interpreter;
+  but a launch while a CUDA graph is being captured runs natively, unchecked and recorded as
+  ``captured`` (the graph runs it at replay, and tensors cannot be read during a capture);
 * ``JITFunction.__call__`` and ``InterpretedFunction.__call__``: a ``@triton.jit`` device function
   called from a kernel body runs as interpreted Python (its lines are placed in findings too);
 * ``Autotuner.run``: the kernel is checked under every config once per distinct key, instead of
@@ -24,11 +26,12 @@ from triton.runtime import autotuner as _autotuner
 from triton.runtime import interpreter as _interp
 from triton.runtime import jit as _jit
 
+from ..errors import UsageError
 from ..interp.batched import BatchedBuilder
 from ..interp.kernels import rewritten
 from .active import active_session
 from .autotune import checked_autotune, current_config
-from .run import run_launch
+from .run import record_captured, run_launch
 
 _saved: List[tuple] = []
 
@@ -36,8 +39,48 @@ _saved: List[tuple] = []
 def _checked_run(self, *args, grid, warmup=False, **kwargs):
     if warmup:
         return None
+    if _capturing():
+        return _captured_run(self, args, kwargs, grid)
     run_launch(active_session(), self.fn, args, kwargs, grid, config=current_config(), jit=self)
     return None
+
+
+def _original(cls, name):
+    """What :func:`install` replaced ``cls.name`` with (None where it did not)."""
+    return next((old for obj, n, old, had in _saved if obj is cls and n == name), None)
+
+
+def _checked_autotune(self, *args, **kwargs):
+    """``Autotuner.run``: every config checked (:func:`~.autotune.checked_autotune`), but during a
+    CUDA graph capture Triton's own (the best config it has, captured once)."""
+    if _capturing():
+        return _original(_autotuner.Autotuner, "run")(self, *args, **kwargs)
+    return checked_autotune(self, *args, **kwargs)
+
+
+def _capturing() -> bool:
+    """Whether this thread's current CUDA stream is capturing a graph (never initializes CUDA)."""
+    import torch
+    try:
+        return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+    except (RuntimeError, AssertionError):
+        return False
+
+
+def _captured_run(self, args, kwargs, grid):
+    """A launch inside ``torch.cuda.graph(...)``: natively, so that the graph holds it.
+
+    Raises:
+        UsageError: the kernel is Triton's interpreted function (decorated with ``TRITON_INTERPRET=1``),
+            which cannot run on the GPU, nor be captured.
+    """
+    native = _original(_jit.JITFunction, "run")
+    if not isinstance(self, _jit.JITFunction) or native is None:
+        raise UsageError(f"kernel {self.fn.__name__} was launched while a CUDA graph was being captured, and it "
+                         "was decorated with TRITON_INTERPRET=1, so it cannot run on the GPU (Triton's interpreter "
+                         "cannot be captured either): unset TRITON_INTERPRET, which tritonkit does not need")
+    record_captured(active_session(), self.fn, args, kwargs, grid, config=current_config())
+    return native(self, *args, grid=grid, warmup=False, **kwargs)
 
 
 def _checked_call(self, *args, **kwargs):
@@ -92,7 +135,7 @@ def install() -> None:
     _set(_jit.JITFunction, "__call__", _checked_call)
     _set(_interp.InterpretedFunction, "run", _checked_run)
     _set(_interp.InterpretedFunction, "__call__", _checked_call)
-    _set(_autotuner.Autotuner, "run", checked_autotune)
+    _set(_autotuner.Autotuner, "run", _checked_autotune)
     # libdevice stubs run the CUDA backend's dispatch, computed on the CPU by tritonkit
     for fn in _libdevice_stubs():
         _saved.append((fn, "__code__", fn.__code__, True))

@@ -31,6 +31,23 @@ def engines(session) -> List[Engine]:
     return [BatchedEngine(session.batch_memory), SequentialEngine()]
 
 
+def record_captured(session, pyfn, args, kwargs, grid, config: Optional[str] = None) -> LaunchRecord:
+    """Record a launch made while a CUDA graph was being captured, which runs natively, unchecked
+    (``status="captured"``): the graph records it and runs it at each replay, where no interpreter
+    sees it, and its inputs cannot be read during the capture."""
+    kernel = pyfn.__name__
+    try:
+        bound, _ = bind_arguments(pyfn, args, kwargs)
+        dims, _ = normalize_grid(grid({**kwargs, **bound}) if callable(grid) else grid, kernel)
+    except Exception:  # the native launch will say what is wrong with it
+        dims = (0, 0, 0)
+    record = LaunchRecord(kernel=kernel, grid=dims, config=config, status="captured")
+    session.launches.append(record)
+    if session.journal is not None:
+        session.journal.launch(record)
+    return record
+
+
 def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, jit=None) -> LaunchRecord:
     """Run one launch of the ``@triton.jit`` function ``pyfn`` in the checked interpreter.
 
@@ -54,6 +71,8 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
         grid = grid({**kwargs, **bound})
     dims, ndim = normalize_grid(grid, kernel)
     launch = Launch(session, pyfn, dims, ndim, config)
+    if "enable_fp_fusion" in kwargs:
+        launch.fp_fusion = bool(kwargs["enable_fp_fusion"])
     record = launch.record
     session.begin_launch(launch)
     if dims[0] * dims[1] * dims[2] == 0:
@@ -99,8 +118,11 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
             raise CheckAborted(f"kernel {kernel} could not run in the interpreter") from e
         finally:
             record.seconds = time.perf_counter() - start
-            mapper.copy_back()
-            session.end_launch(launch)
+            try:
+                mapper.copy_back()
+                session.end_launch(launch)
+            finally:
+                launch.release()
     return record
 
 

@@ -8,6 +8,7 @@ Everything that runs a launch (the engines, the builders, the checks) works thro
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -31,6 +32,16 @@ class Batch:
     coords: Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
+def default_fp_fusion() -> bool:
+    """Triton's default for ``enable_fp_fusion`` (``triton.knobs.language.default_fp_fusion`` where
+    this Triton has it, else ``TRITON_DEFAULT_FP_FUSION``; on unless set to 0)."""
+    try:
+        import triton
+        return bool(triton.knobs.language.default_fp_fusion)
+    except AttributeError:
+        return os.environ.get("TRITON_DEFAULT_FP_FUSION", "1").lower() not in ("0", "false", "off", "no")
+
+
 class Launch:
     """One launch of a kernel while it runs in the checked interpreter.
 
@@ -52,6 +63,9 @@ class Launch:
         record: the :class:`~tritonkit.check.LaunchRecord` being filled.
         spec_key: what the compiled kernel would be specialized on (set once the arguments are bound).
         entry_frame: the frame that started the programs: kernel frames are all below it.
+        fp_fusion: whether the compiler would contract a float multiply and the add or subtract of
+            its product into one fma (Triton's ``enable_fp_fusion``: the launch's keyword, else
+            ``TRITON_DEFAULT_FP_FUSION``, else on).
     """
 
     def __init__(self, session, pyfn, grid: Tuple[int, int, int], ndim: int, config: Optional[str]):
@@ -73,8 +87,21 @@ class Launch:
         self.record = LaunchRecord(kernel=self.kernel, grid=grid, config=config)
         self.spec_key: tuple = ()
         self.entry_frame = None
+        self.fp_fusion = default_fp_fusion()
         self._site_ids: Dict[tuple, int] = {}
         self._sites: List[Tuple[str, List[Frame]]] = []
+
+    def release(self) -> None:
+        """The launch ended: drop what it held (its address space with the tensors' memory, its
+        builder, the frame that started it) so that they are freed now, not at the next cyclic
+        garbage collection or never (a frame keeps its callers' tensors alive); the record stays."""
+        self.space = None
+        self.builder = None
+        self.batch = None
+        self.tx = None
+        self.entry_frame = None
+        self._sites.clear()
+        self._site_ids.clear()
 
     # --- which program runs ----------------------------------------------------------------------
     def program_id(self) -> Tuple[int, ...]:
