@@ -35,7 +35,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from typing import Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -74,18 +73,33 @@ def sdist_root(cache: str, sdist: Optional[str]) -> str:
     return root
 
 
-def junit_outcomes(path: str) -> Dict[str, str]:
-    """Test id -> ``passed``/``failed``/``skipped`` from a pytest JUnit XML file (xfailed: skipped;
-    errors: failed); {} where the file is missing or cut."""
+#: a pytest plugin (``-p``) that appends each test's outcome to ``$PEER_OUTCOMES`` as it is known, so
+#: that a run stopped at its timeout still gives the outcomes of the tests it finished
+OUTCOMES_PLUGIN = '''
+import json, os
+_out = open(os.environ["PEER_OUTCOMES"], "a")
+def pytest_runtest_logreport(report):
+    outcome = None
+    if report.when == "call" or report.outcome != "passed":
+        outcome = ("skipped" if report.skipped else "failed" if report.failed else "passed")
+    if outcome:
+        _out.write(json.dumps({"test": report.nodeid, "when": report.when, "outcome": outcome}) + "\\n")
+        _out.flush()
+'''
+
+
+def log_outcomes(path: str) -> Dict[str, str]:
+    """Test node id -> ``passed``/``failed``/``skipped`` from :data:`OUTCOMES_PLUGIN`'s lines
+    (a test that failed in any phase: failed; xfailed: skipped)."""
+    out: Dict[str, str] = {}
     try:
-        tree = ET.parse(path)
-    except (OSError, ET.ParseError):
-        return {}
-    out = {}
-    for case in tree.iter("testcase"):
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        kinds = {child.tag for child in case}
-        out[name] = "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
+        with open(path) as fh:
+            lines = [json.loads(line) for line in fh if line.strip()]
+    except (OSError, ValueError):
+        return out
+    for row in lines:
+        if out.get(row["test"]) != "failed":
+            out[row["test"]] = row["outcome"]
     return out
 
 
@@ -94,15 +108,18 @@ def run_pytest(root: str, test_file: str, tritonkit: bool, gpu: bool, timeout: f
     """One pytest process on ``test_file``: its outcomes, seconds, peak RSS and (with ``tritonkit``)
     the ``--tritonkit-json`` data."""
     tag = "tritonkit" if tritonkit else "plain"
-    xml = os.path.join(work, f"{tag}.xml")
     tk_json = os.path.join(work, "tritonkit.json")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+    outcomes = os.path.join(work, f"{tag}.outcomes")
+    with open(os.path.join(work, "_peer_outcomes.py"), "w") as fh:
+        fh.write(OUTCOMES_PLUGIN)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_peer_outcomes",
            os.path.join("test", "transformers", test_file)]
     if keyword:
         cmd += ["-k", keyword]
     if workers:
         cmd += ["-n", str(workers)]
-    env = dict(os.environ)
+    env = dict(os.environ, PEER_OUTCOMES=outcomes)
+    env["PYTHONPATH"] = os.pathsep.join([work] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.pop("TRITON_INTERPRET", None)
     if tritonkit:
         cmd += ["--tritonkit", "--tritonkit-json", tk_json] + ([] if _plugin_registered() else
@@ -114,7 +131,9 @@ def run_pytest(root: str, test_file: str, tritonkit: bool, gpu: bool, timeout: f
         proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         status, peak_kib, timed_out = _wait(proc, timeout)
     out = {"seconds": round(time.perf_counter() - start, 1), "status": status, "timed_out": timed_out,
-           "peak_rss_gib": round(peak_kib / 2 ** 20, 2), "outcomes": junit_outcomes(xml)}
+           "peak_rss_gib": round(peak_kib / 2 ** 20, 2), "outcomes": log_outcomes(outcomes)}
+    print(f"  {test_file} {tag}: {counts(out['outcomes'])} passed/failed/skipped in {out['seconds']:.0f} s"
+          f"{' (timed out)' if timed_out else ''}", flush=True)
     if tritonkit:
         try:
             with open(tk_json) as fh:
@@ -142,8 +161,16 @@ def _wait(proc, timeout: float) -> Tuple[int, int, bool]:
             proc.returncode = os.waitstatus_to_exitcode(status)
             return proc.returncode, usage.ru_maxrss, False
         if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            _, status, usage = os.wait4(proc.pid, 0)
+            # Ctrl-C first: pytest ends the session (tritonkit writes its JSON, marked interrupted)
+            os.killpg(proc.pid, signal.SIGINT)
+            for _ in range(300):
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                time.sleep(0.1)
+            else:
+                os.killpg(proc.pid, signal.SIGKILL)
+                _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
             return proc.returncode, usage.ru_maxrss, True
         time.sleep(0.2)

@@ -215,11 +215,25 @@ def test_without_the_flag_the_plugin_does_nothing(suite, monkeypatch):
     (["--tritonkit-json", "x.json"], "--tritonkit-json goes with --tritonkit"),
     (["--tritonkit", "--tritonkit-timeout", "0"], "--tritonkit-timeout must be a positive number"),
     (["-p", "no:xdist", "--tritonkit", "-n", "2"], "pytest-xdist, which is not installed"),
+    (["--tritonkit", "--tritonkit-batch-memory", "0"], "--tritonkit-batch-memory MB: a positive number of MiB"),
 ])
 def test_bad_input_gets_a_clear_message(suite, args, message):
     suite.makepyfile(test_two=TESTS)
     result, out = _run(suite, *args)
     assert result.ret != 0 and message in out
+
+
+def test_the_engine_options_reach_the_check_session(suite):
+    suite.makepyfile(test_opts=textwrap.dedent('''
+        from tritonkit.check.launch.active import active_session
+
+
+        def test_options():
+            s = active_session()
+            assert s is not None and s.batch_memory == 8 << 20 and s.engine == "sequential"
+    '''))
+    result, out = _run(suite, "--tritonkit", "--tritonkit-batch-memory", "8", "--tritonkit-engine", "sequential")
+    result.assert_outcomes(passed=1)
 
 
 def test_a_bare_flag_before_a_path_is_the_flag_and_the_path(suite):

@@ -241,6 +241,43 @@ def test_a_race_between_programs_of_different_batches_is_found_like_one_program_
     assert torch.equal(bat2[0], seq2[0]) and bat2[2][0].engine == "batched" and bat2[2][0].batches == 2
 
 
+@triton.jit
+def bump_and_read_ahead(x, n, AHEAD: tl.constexpr, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    src = offs + AHEAD * B
+    v = tl.load(x + src, mask=src < n, other=0.0)
+    tl.store(x + offs, tl.load(x + offs) + v + 1, mask=offs < n)  # a replay on unrestored memory adds twice
+
+
+def test_a_launch_undone_after_its_journal_became_a_snapshot_is_restored_exactly(monkeypatch):
+    """Many small batches each rewrite a block of one tensor: once the journal keeps more than half
+    the tensor's size it becomes one copy of the tensor as it was (memory stays bounded); the last
+    program then writes what program 0 read, the launch is undone (from that copy) and replayed
+    one program at a time, with the outputs and findings of the one-program-at-a-time engine."""
+    from tritonkit.check.engine import batched as _engine
+    from tritonkit.check.engine.transaction import Transaction
+    seen = []
+    settle = Transaction.settle
+
+    def spy(self):
+        settle(self)
+        seen.append(len(self.snapshots))
+    monkeypatch.setattr(Transaction, "settle", spy)
+    n_prog, b = 64, 128
+
+    def go():
+        _engine._PER_PROGRAM.clear()
+        x = torch.arange(n_prog * b, dtype=torch.float32)
+        bump_and_read_ahead[(n_prog,)](x, n_prog * b, AHEAD=n_prog - 1, B=b)
+        return x
+    seq, bat = _both(go, batch_memory=4 * b * 8)  # a few programs a batch
+    assert torch.equal(bat[0], seq[0]) and bat[1] == seq[1]
+    assert [f["kind"] for f in bat[1]] == ["data_race"]
+    assert bat[2][0].engine == "sequential" and "share an element" in bat[2][0].fallback
+    assert max(seen) == 1, seen  # the tensor's journal became a snapshot before the launch was undone
+    assert len(seen) > 4
+
+
 # --- atomics ---------------------------------------------------------------------------------------
 @triton.jit
 def float_histogram(x, bins, weights, n, NB: tl.constexpr, B: tl.constexpr):

@@ -381,3 +381,22 @@ def test_sparse_tensor_argument_is_a_usage_error():
     with pytest.raises(UsageError, match="dense"):
         with checking():
             unmasked_store[(1,)](torch.zeros(16).to_sparse(), 1.0, B=16)
+
+
+def test_outputs_is_validated_and_cpu_tensors_keep_the_checked_results():
+    """``outputs`` takes ``"checked"`` or ``"gpu"``; with ``"gpu"``, a launch whose tensors are not on a
+    CUDA device has nothing to run natively and keeps the interpreter's results."""
+    with pytest.raises(ValueError, match="outputs must be one of checked, gpu"):
+        with tritonkit.checking(outputs="native"):
+            pass
+    x = torch.arange(64, dtype=torch.float32)
+    out = torch.zeros(64)
+    with tritonkit.checking(outputs="gpu") as s:
+        _copy_for_outputs[(1,)](x, out, BLOCK=64)
+    assert torch.equal(out, x) and s.launches[0].outputs == "checked"
+
+
+@triton.jit
+def _copy_for_outputs(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs))

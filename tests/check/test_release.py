@@ -83,3 +83,44 @@ def test_no_launch_or_builder_outlives_its_launch(tmp_path):
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("fresh_kernel_module", None)
+
+
+def test_a_long_launch_hands_freed_heap_memory_back(monkeypatch):
+    """A launch that ran longer than ``_TRIM_AFTER_S`` trims the C heap when it ends (glibc keeps
+    freed arrays of a few MiB resident otherwise); a short one does not pay for it."""
+    from tritonkit.check.launch import run
+    calls = []
+    monkeypatch.setattr(run, "_libc_trim", lambda pad: calls.append(pad))
+    monkeypatch.setattr(run, "_TRIM_AFTER_S", 1e9)
+    with checking():
+        _launch_and_forget()
+    assert calls == []
+    monkeypatch.setattr(run, "_TRIM_AFTER_S", 0.0)
+    with checking():
+        _launch_and_forget()
+    assert calls == [0]
+
+
+def test_the_per_element_pools_grow_in_place_and_keep_their_values():
+    """The guard's and the race shadow's pools grow by realloc (no second copy alive at once), never
+    past the storage's pages, keep what they held, and fall back to a copy while a view is alive."""
+    import numpy as np
+
+    from tritonkit.check.engine.guard import _Owners
+    from tritonkit.check.memory import PAGE
+    cells = _Owners(10 * PAGE)
+    pos = cells.index(np.array([5, PAGE + 7, 3 * PAGE + 1], dtype=np.int64))
+    cells.own[pos] = [11, 12, 13]
+    view = cells.own[:4]  # alive across the next growth: the pool is copied, the view stays valid
+    pos2 = cells.index(np.arange(10 * PAGE, dtype=np.int64)[::PAGE // 2])
+    assert cells.cap == 10 and cells.own.shape[0] == 10 * PAGE  # never past the storage's pages
+    assert cells.own[pos].tolist() == [11, 12, 13]
+    assert view.shape[0] == 4
+    fresh = np.setdiff1d(pos2, pos)
+    assert (cells.own[fresh] == -1).all() and (cells.flags[fresh] == 0).all()  # initial values
+    del view
+    small = _Owners(64 * PAGE)
+    small.index(np.array([0], dtype=np.int64))
+    small.own[small.index(np.array([0], dtype=np.int64))] = 7
+    small.index(np.arange(0, 64 * PAGE, PAGE, dtype=np.int64))  # grows without a view: in place
+    assert small.own[small.index(np.array([0], dtype=np.int64))][0] == 7 and small.cap == 64

@@ -155,12 +155,14 @@ def test_a_child_that_is_not_python_gets_the_environment_without_tritonkit(tmp_p
                              capture_output=True, text=True).stdout
         print("PYTHON_OWN_ENV", out.strip())
     '''
-    proc, data = _check(tmp_path, _write(tmp_path, body), env={"PYTHONPATH": "/nowhere", "TRITON_INTERPRET": "0"})
+    # the user's PYTHONPATH: one of its own, and whatever makes tritonkit importable here (a checkout on it)
+    user_path = os.pathsep.join(["/nowhere"] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    proc, data = _check(tmp_path, _write(tmp_path, body), env={"PYTHONPATH": user_path, "TRITON_INTERPRET": "0"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("NOT_PYTHON"))
     env = json.loads(line.split(" ", 1)[1])
     assert env == {"TRITON_INTERPRET": "0", "TRITONKIT_RUN_DIR": None, "TRITONKIT_CHECK_OPTIONS": None,
-                   "PYTHONPATH": "/nowhere"}  # as the user had them
+                   "PYTHONPATH": user_path}  # as the user had them
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PYTHON_OWN_ENV"))
     env = json.loads(line.split(" ", 1)[1])
     assert env["TRITONKIT_RUN_DIR"] and env["TRITONKIT_CHECK_OPTIONS"]

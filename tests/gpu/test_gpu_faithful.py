@@ -131,11 +131,24 @@ def test_multiply_add_contraction_matches_the_gpu_bit_for_bit(dtype, fusion):
         return [a.clone(), b.clone(), c.clone(), torch.zeros(5 * n, dtype=dtype), n]
     gpu, cpu = _both(_mul_add_kernel, (n // 256,), args, BLOCK=256, enable_fp_fusion=fusion)
     bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    differ = {}
+    differ, ulps = {}, {}
     for i, name in enumerate(["a*b+c", "c-a*b", "a*b-c", "p+c+p*c", "gelu-like"]):
-        g, h = gpu[3][i * n:(i + 1) * n].view(bits), cpu[3][i * n:(i + 1) * n].view(bits)
-        differ[name] = int((g != h).sum())
-    assert differ == dict.fromkeys(differ, 0), f"elements that differ from the GPU's, of {n}: {differ}"
+        g, h = gpu[3][i * n:(i + 1) * n], cpu[3][i * n:(i + 1) * n]
+        differ[name] = int((g.view(bits) != h.view(bits)).sum())
+        ulps[name] = int((g.view(bits).long() - h.view(bits).long()).abs().max())
+    if dtype.itemsize >= 4 or not fusion:
+        assert differ == dict.fromkeys(differ, 0), f"elements that differ from the GPU's, of {n}: {differ}"
+        return
+    # 16-bit with fusion: LLVM contracts some 16-bit products and not others, depending on how each
+    # product is used (measured on an H100, Triton 3.6: in this kernel the compound expressions were
+    # contracted and the single-product ones were not; in a kernel with fewer uses of a*b, a*b + c
+    # was one fma.rn.f16x2). The interpreter contracts none: at most a product's rounding apart
+    eps = torch.finfo(dtype).eps
+    for name in ("a*b+c", "c-a*b", "a*b-c"):
+        assert ulps[name] <= 1, (name, differ, ulps)
+    for i, name in ((3, "p+c+p*c"), (4, "gelu-like")):
+        g, h = gpu[3][i * n:(i + 1) * n].double(), cpu[3][i * n:(i + 1) * n].double()
+        torch.testing.assert_close(h, g, rtol=4 * eps, atol=4 * eps * float(g.abs().max()), msg=name)
 
 
 PRINT_SCRIPT = '''
@@ -209,3 +222,47 @@ def test_a_launch_captured_in_a_cuda_graph_runs_natively_and_is_recorded():
     assert torch.equal(out, x * 2)
     assert [r.status for r in session.launches] == ["ok", "ok", "captured"] and not session.findings
     assert session.summary()["captured"] == 1
+
+
+@triton.jit
+def _silu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x * tl.sigmoid(x), mask=offs < n)  # exp: the GPU's ex2.approx
+
+
+@triton.jit
+def _overrun_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n + 7)  # BUG: 7 past the end
+
+
+def test_outputs_gpu_gives_the_gpus_results_and_keeps_the_interpreters_where_a_launch_has_findings():
+    """``outputs="gpu"``: a clean launch is checked, then run natively, and its tensors hold exactly
+    what the GPU computes; a launch with a finding keeps the interpreter's results (the GPU never
+    makes the bad access)."""
+    torch.manual_seed(6)
+    n = 1 << 16
+    x = torch.randn(n, device="cuda") * 4
+    native = torch.empty_like(x)
+    _silu_kernel[(n // 1024,)](x, native, n, BLOCK=1024)
+    out = torch.full_like(x, float("nan"))
+    with tritonkit.checking(outputs="gpu") as s:
+        _silu_kernel[(n // 1024,)](x, out, n, BLOCK=1024)
+    torch.cuda.synchronize()
+    assert not s.findings and s.launches[0].outputs == "gpu"
+    assert torch.equal(out.view(torch.int32), native.view(torch.int32))
+    # the same launch with the interpreter's results: close, and a record that says so
+    out2 = torch.full_like(x, float("nan"))
+    with tritonkit.checking() as s2:
+        _silu_kernel[(n // 1024,)](x, out2, n, BLOCK=1024)
+    assert s2.launches[0].outputs == "checked"
+    torch.testing.assert_close(out2, native, rtol=4e-7, atol=4e-7)
+    # a buggy launch: reported, and its results are the interpreter's (in-bounds lanes written)
+    buf = torch.zeros(1000 + 24, device="cuda")
+    y, dst = buf[:1000].clone(), buf[:1000]
+    with tritonkit.checking(outputs="gpu") as s3:
+        _overrun_kernel[(2,)](y, dst, 1000, BLOCK=512)
+    torch.cuda.synchronize()
+    assert [f.kind for f in s3.findings] == ["out_of_bounds"] and s3.launches[0].outputs == "checked"
+    assert torch.equal(dst, y + 1) and torch.equal(buf[1000:], torch.zeros(24, device="cuda"))

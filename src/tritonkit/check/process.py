@@ -51,6 +51,7 @@ class CheckOptions:
             open pdb).
         access_maps: launches of each kernel that get access maps (0: no byte counts or maps).
         children: check the program's Python child processes too.
+        outputs: ``"checked"`` or ``"gpu"``, as :func:`tritonkit.check.checking` takes it.
     """
 
     checks: Optional[List[str]] = None
@@ -62,6 +63,7 @@ class CheckOptions:
     batch_memory: Optional[int] = None
     access_maps: int = 0
     children: bool = True
+    outputs: str = "checked"
 
     def to_dict(self) -> Dict[str, Any]:
         """Plain JSON data."""
@@ -95,7 +97,8 @@ class CheckOptions:
     def session_kwargs(self, child: bool = False) -> Dict[str, Any]:
         """The keyword arguments of :func:`~tritonkit.check.checking` (``child``: no pdb there)."""
         return dict(checks=self.check_list(), nan=self.nan, stop_on_first=self.stop_on_first, timeout=self.timeout,
-                    pdb=self.pdb and not child, engine=self.engine, batch_memory=self.batch_memory)
+                    pdb=self.pdb and not child, engine=self.engine, batch_memory=self.batch_memory,
+                    outputs=self.outputs)
 
 
 # ------------------------------------------------------------------------------------ the environment

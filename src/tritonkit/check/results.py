@@ -23,6 +23,8 @@ class LaunchRecord:
         seconds: wall time of the launch in the interpreter, in seconds.
         status: ``"ok"``, ``"empty_grid"``, ``"aborted"``, or ``"captured"``: launched while a CUDA
             graph was being captured, so run natively and not checked.
+        outputs: where the launch's tensors got their results: ``"checked"`` (the interpreter's) or
+            ``"gpu"`` (checked, then run natively: ``outputs="gpu"`` and no finding).
         engine: which engine ran it: ``"batched"`` (many programs per execution of the kernel's
             body) or ``"sequential"`` (one program at a time: forced, or after ``fallback``).
         fallback: why the batched engine gave the launch to the sequential one, or None.
@@ -52,6 +54,7 @@ class LaunchRecord:
     lanes: int = 0
     seconds: float = 0.0
     status: str = "ok"
+    outputs: str = "checked"
     engine: str = "sequential"
     fallback: Optional[str] = None
     batches: int = 0

@@ -15,6 +15,8 @@ from .results import CheckReport, KernelSummary, LaunchRecord, kernel_summaries,
 __all__ = ["CheckSession", "checking", "check_launch", "active_session", "ENGINES"]
 
 ENGINES = ("auto", "sequential")
+#: where a launch's tensors get their results from (see :class:`CheckSession`'s ``outputs``)
+OUTPUTS = ("checked", "gpu")
 
 
 class CheckSession:
@@ -37,21 +39,29 @@ class CheckSession:
         engine: ``"auto"`` (the default: the batched engine, which runs many programs per execution
             of the kernel's body, falling back to one program at a time per launch where it must) or
             ``"sequential"`` (one program at a time, like Triton's interpreter).
-        batch_memory: the most bytes one value of a batch may take (None: 256 MiB); smaller batches
+        batch_memory: the most bytes one value of a batch may take (None: 64 MiB); smaller batches
             use less memory and run slower.
+        outputs: ``"checked"`` (the default: a launch's tensors get the interpreter's results) or
+            ``"gpu"``: a launch whose tensors are all on a CUDA device, of a compiled kernel, and that
+            had no finding is checked in the interpreter and then run natively, and its tensors get
+            the GPU's results (bit for bit what the program gets without tritonkit); a launch with
+            findings keeps the interpreter's results, where the offending lanes were dropped.
         journal: a :class:`~tritonkit.check.journal.Journal` that every finding is written to as it
             is found (and launch records as they end), so that another process can report them
             even if this one ends hard; None for none.
 
     Raises:
-        ValueError: an unknown ``engine``, or a ``batch_memory`` that is not a positive integer.
+        ValueError: an unknown ``engine`` or ``outputs``, or a ``batch_memory`` that is not a positive integer.
     """
 
     def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
                  timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
-                 batch_memory: Optional[int] = None, journal=None) -> None:
+                 batch_memory: Optional[int] = None, journal=None, outputs: str = "checked") -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        if outputs not in OUTPUTS:
+            raise ValueError(f"outputs must be one of {', '.join(OUTPUTS)}, not {outputs!r}")
+        self.outputs = outputs
         if batch_memory is not None and (not isinstance(batch_memory, int) or batch_memory <= 0):
             raise ValueError(f"batch_memory must be a positive number of bytes, not {batch_memory!r}")
         self.engine = engine
@@ -134,6 +144,7 @@ class CheckSession:
         Raises:
             CheckAborted: ``stop_on_first``, for a kind that does not stop its launch itself.
         """
+        launch.found = True
         index, new = self._log.add(v, id(launch.record), launch.grid_ndim)
         if new and self.journal is not None:
             self.journal.new_finding(index, self._log.finding(index))
@@ -186,7 +197,7 @@ def _on_stack(frame) -> bool:
 @contextlib.contextmanager
 def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
              timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
-             batch_memory: Optional[int] = None, journal=None) -> Iterator[CheckSession]:
+             batch_memory: Optional[int] = None, journal=None, outputs: str = "checked") -> Iterator[CheckSession]:
     """Check every Triton kernel launched inside the ``with`` block on the CPU.
 
     Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
@@ -203,7 +214,9 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         nan: also report where NaN/Inf values that reach memory were made (``nan_inf``).
         engine: ``"auto"`` (batched, with a per-launch fallback to one program at a time) or
             ``"sequential"`` (always one program at a time).
-        batch_memory: the most bytes one value of a batch may take (None: 256 MiB).
+        batch_memory: the most bytes one value of a batch may take (None: 64 MiB).
+        outputs: ``"checked"`` (tensors get the interpreter's results) or ``"gpu"`` (a launch on CUDA
+            tensors with no finding also runs natively, and its tensors get the GPU's results).
         journal: a :class:`~tritonkit.check.journal.Journal` to write every finding to as it is
             found (None: none; ``tritonkit check`` and its child processes journal).
 
@@ -212,7 +225,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
 
     Raises:
         RuntimeError: if a session is already active (sessions do not nest).
-        ValueError: an unknown check kind in ``checks``, an unknown ``engine``, a bad ``batch_memory``.
+        ValueError: an unknown check kind in ``checks``, an unknown ``engine`` or ``outputs``, a bad
+            ``batch_memory``.
         CheckAborted: out of the block, when a kernel could not finish or ``stop_on_first`` fired;
             the reason is in ``session.findings``.
 
@@ -223,7 +237,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         assert not session.findings
     """
     session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan,
-                           engine=engine, batch_memory=batch_memory, journal=journal)
+                           engine=engine, batch_memory=batch_memory, journal=journal, outputs=outputs)
     activate(session)
     intercept.install()
     started: List[Check] = []

@@ -62,7 +62,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "a time per launch where it must (the summary says which and why); sequential: one "
                         "program at a time, like TRITON_INTERPRET=1")
     c.add_argument("--batch-memory", type=int, metavar="MB",
-                   help="the most memory one value of a batch of programs may take, in MiB (default 256)")
+                   help="the most memory one value of a batch of programs may take, in MiB (default 64)")
+    c.add_argument("--outputs", choices=("checked", "gpu"), default="checked",
+                   help="where a launch on CUDA tensors gets its results: checked (default: the interpreter's) or "
+                        "gpu (checked, then run natively when it had no finding: the program sees the GPU's results)")
     c.add_argument("--no-children", action="store_true",
                    help="do not check the Python processes the script starts (subprocess, multiprocessing); by "
                         "default each is checked and its findings are reported with its pid and command line")
@@ -107,7 +110,7 @@ def _options(args):
     return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=args.timeout,
                         pdb=args.pdb, engine=args.engine,
                         batch_memory=args.batch_memory << 20 if args.batch_memory else None,
-                        access_maps=args.access_maps, children=not args.no_children)
+                        access_maps=args.access_maps, children=not args.no_children, outputs=args.outputs)
 
 
 def _list_checks() -> int:

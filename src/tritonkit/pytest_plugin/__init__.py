@@ -46,8 +46,12 @@ def pytest_addoption(parser) -> None:
                 help="with --tritonkit: the checked interpreter's engine (default auto: batched)")
     g.addoption("--tritonkit-timeout", type=float, metavar="SECONDS", default=None,
                 help="with --tritonkit: stop a launch that runs longer than this (a finding)")
+    g.addoption("--tritonkit-outputs", choices=("gpu", "checked"), default="gpu",
+                help="with --tritonkit: where a launch on CUDA tensors gets its results: gpu (default: checked in "
+                     "the interpreter, then run natively, so tests see the GPU's results; a launch with findings "
+                     "keeps the interpreter's) or checked (the interpreter's results)")
     g.addoption("--tritonkit-batch-memory", type=int, metavar="MB", default=None,
-                help="with --tritonkit: the most memory one value of a batch of programs may take, in MiB")
+                help="with --tritonkit: the most memory one value of a batch of programs may take, in MiB (default 64)")
 
 
 @pytest.hookimpl(tryfirst=True)

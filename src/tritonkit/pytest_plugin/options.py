@@ -59,7 +59,8 @@ def options_from(config):
     return CheckOptions(checks=kinds, nan=bool(config.getoption("tritonkit_nan")),
                         engine=config.getoption("tritonkit_engine"), timeout=timeout,
                         batch_memory=batch << 20 if batch else None,
-                        children=not config.getoption("tritonkit_no_children"))
+                        children=not config.getoption("tritonkit_no_children"),
+                        outputs=config.getoption("tritonkit_outputs"))
 
 
 def marker_options(item, base) -> Optional[Any]:

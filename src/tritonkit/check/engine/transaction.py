@@ -3,7 +3,9 @@ back until it commits (findings, ``device_print`` lines), and the counters it ch
 from __future__ import annotations
 
 import sys
-from typing import Callable, Dict, List, NamedTuple
+from typing import Callable, Dict, List, NamedTuple, Tuple
+
+import numpy as np
 
 #: the launch record's counts of work done: restored to a mark when a batch is undone
 WORK = ("programs", "accesses", "lanes", "flops", "flops_by_width")
@@ -48,6 +50,10 @@ class Transaction:
         self.undo: List[Callable[[], None]] = []
         self.reports: list = []
         self.prints: list = []
+        # storage id -> (storage, a copy of its bytes as they were when the transaction began)
+        self.snapshots: Dict[int, Tuple[object, np.ndarray]] = {}
+        self._journaled: Dict[int, tuple] = {}  # storage id -> (storage, bytes its journal entries keep alive)
+        self._settled = 0  # entries of ``undo`` before this index have been counted
         self._start = _counts(launch.record, WORK + ENGINE)
         launch.tx = self
         launch.space.journal = self.undo
@@ -77,6 +83,40 @@ class Transaction:
         for name, value in mark.work.items():
             setattr(self.launch.record, name, dict(value) if isinstance(value, dict) else value)
 
+    def settle(self) -> None:
+        """Bound what the journal keeps: called between batches (no :class:`Mark` outstanding).
+
+        A write is journaled as its old values and their indices (8-16 bytes an element), which
+        over a launch that rewrites a large tensor would come to several times the tensor. Once a
+        storage's journal keeps more than half its size, it is replaced by one copy of the storage
+        as it was when the transaction began (the copy, with the journal's old values put back),
+        and the storage's later writes are dropped from the journal when their batch settles: what
+        a transaction keeps is then at most about the size of the storages it wrote.
+        """
+        from ..memory.space import Write
+        undo, journaled, snaps = self.undo, self._journaled, self.snapshots
+        fresh = False
+        for entry in undo[self._settled:]:
+            if isinstance(entry, Write):
+                key = id(entry.storage)
+                fresh = fresh or key in snaps
+                if key not in snaps:
+                    n = journaled.get(key, (entry.storage, 0))[1]
+                    journaled[key] = (entry.storage, n + entry.nbytes)
+        self._settled = len(undo)
+        big = [key for key, (storage, n) in journaled.items() if 2 * n > storage.nbytes]
+        if not big and not fresh:
+            return
+        for key in big:
+            storage = journaled.pop(key)[0]
+            snap = storage.buf.copy()
+            for entry in reversed(undo):
+                if isinstance(entry, Write) and entry.storage is storage:
+                    entry.undo_into(snap)
+            snaps[key] = (storage, snap)
+        undo[:] = [e for e in undo if not (isinstance(e, Write) and id(e.storage) in snaps)]
+        self._settled = len(undo)
+
     def _end(self) -> None:
         self.launch.tx = None
         self.launch.space.journal = None
@@ -86,6 +126,9 @@ class Transaction:
         state, its record's counts)."""
         self._end()
         self.rollback_to(Mark(0, 0, 0, self._start))
+        for storage, snap in self.snapshots.values():
+            storage.buf[:] = snap
+        self.snapshots.clear()
 
     def commit(self) -> None:
         """End, releasing the held-back prints and findings in program order (as the sequential
@@ -95,6 +138,7 @@ class Transaction:
             CheckAborted: a released finding stops the program (``stop_on_first``).
         """
         self._end()
+        self.snapshots.clear()
         if self.prints:
             self.prints.sort(key=lambda r: (r[0], r[1]))
             sys.stdout.write("".join(text for _, _, text in self.prints))

@@ -110,8 +110,9 @@ def _bits(h) -> bool:
 
 
 #: float types whose multiply-add the GPU's compiler contracts into one fma (one rounding); measured
-#: on an H100 (Triton 3.6): fp32 contracted, bf16 and fp16 not (16-bit products are rounded to their
-#: type before the add)
+#: on an H100 (Triton 3.6): fp32 always contracted. For bf16 and fp16, LLVM contracts some products
+#: and not others (``a*b + c`` was a ``fma.rn.f16x2`` in one kernel and two roundings in another where
+#: the product had more uses): the interpreter contracts none, at most a product's rounding apart
 _CONTRACTED = frozenset(("fp32", "fp64"))
 
 

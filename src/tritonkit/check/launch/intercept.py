@@ -5,7 +5,8 @@ Patched (and restored when the session ends):
 * ``JITFunction.run`` and ``InterpretedFunction.run``: every ``kernel[grid](...)`` launch, whether
   the kernel was decorated with ``TRITON_INTERPRET`` set or not, runs in the checked interpreter;
   but a launch while a CUDA graph is being captured runs natively, unchecked and recorded as
-  ``captured`` (the graph runs it at replay, and tensors cannot be read during a capture);
+  ``captured`` (the graph runs it at replay, and tensors cannot be read during a capture); with
+  ``outputs="gpu"``, a launch on CUDA tensors is then also run natively when it had no finding;
 * ``JITFunction.__call__`` and ``InterpretedFunction.__call__``: a ``@triton.jit`` device function
   called from a kernel body runs as interpreted Python (its lines are placed in findings too);
 * ``Autotuner.run``: the kernel is checked under every config once per distinct key, instead of
@@ -29,6 +30,7 @@ from triton.runtime import jit as _jit
 from ..errors import UsageError
 from ..interp.batched import BatchedBuilder
 from ..interp.kernels import rewritten
+from ..triton_hooks import autotuning
 from .active import active_session
 from .autotune import checked_autotune, current_config
 from .run import record_captured, run_launch
@@ -41,8 +43,23 @@ def _checked_run(self, *args, grid, warmup=False, **kwargs):
         return None
     if _capturing():
         return _captured_run(self, args, kwargs, grid)
-    run_launch(active_session(), self.fn, args, kwargs, grid, config=current_config(), jit=self)
+    session = active_session()
+    # a config tried and undone by the checked autotuner needs no native run: only the kept one does
+    native = _native_launch(self, args, kwargs, grid) if session.outputs == "gpu" and not autotuning.get() else None
+    run_launch(session, self.fn, args, kwargs, grid, config=current_config(), jit=self, native=native)
     return None
+
+
+def _native_launch(self, args, kwargs, grid):
+    """With ``outputs="gpu"``: a callable that runs this launch natively, where it can run on the GPU
+    (a compiled kernel, every tensor argument on a CUDA device); else None."""
+    native = _original(_jit.JITFunction, "run")
+    if not isinstance(self, _jit.JITFunction) or native is None:
+        return None
+    devices = {v.device.type for v in (*args, *kwargs.values()) if hasattr(v, "device") and hasattr(v, "data_ptr")}
+    if devices != {"cuda"}:
+        return None
+    return lambda: native(self, *args, grid=grid, warmup=False, **kwargs)
 
 
 def _original(cls, name):

@@ -48,7 +48,8 @@ def record_captured(session, pyfn, args, kwargs, grid, config: Optional[str] = N
     return record
 
 
-def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, jit=None) -> LaunchRecord:
+def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, jit=None,
+               native=None) -> LaunchRecord:
     """Run one launch of the ``@triton.jit`` function ``pyfn`` in the checked interpreter.
 
     Args:
@@ -59,6 +60,8 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
         grid: a tuple of 1-3 program counts or a callable taking the arguments by name.
         config: the autotune config's description, to tag findings with.
         jit: the ``JITFunction`` launched (for ``do_not_specialize`` and annotations), if known.
+        native: a callable that runs the launch natively on the GPU (``outputs="gpu"``): called
+            instead of copying the interpreter's results back when the launch ended with no finding.
     Returns:
         the :class:`~tritonkit.check.LaunchRecord`.
     Raises:
@@ -119,10 +122,16 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
         finally:
             record.seconds = time.perf_counter() - start
             try:
-                mapper.copy_back()
+                if native is not None and record.status == "ok" and not launch.found:
+                    native()  # the device tensors still hold the launch's inputs: the GPU's results
+                    record.outputs = "gpu"
+                else:
+                    mapper.copy_back()
                 session.end_launch(launch)
             finally:
                 launch.release()
+                if record.seconds > _TRIM_AFTER_S:
+                    _return_freed_memory()
     return record
 
 
@@ -166,3 +175,31 @@ class _Timer:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.prev)
         return False
+
+
+#: launches that ran longer than this (seconds) hand the heap's free memory back to the system when
+#: they end; shorter ones allocate too little for it to matter, and trimming costs ~1 ms a GiB of heap
+_TRIM_AFTER_S = 0.25
+_libc_trim = None
+
+
+def _return_freed_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``).
+
+    A batched launch frees many arrays of a few MiB to a few tens of MiB; glibc keeps arrays under
+    its mmap threshold (up to 32 MiB) in its heaps, and the resident memory they leave stays with
+    the process after they are freed: a test suite's RSS then ratchets up from test to test. A no-op
+    where the C library is not glibc.
+    """
+    global _libc_trim
+    if _libc_trim is None:
+        _libc_trim = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+                _libc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+                _libc_trim.argtypes = [ctypes.c_size_t]
+            except (OSError, AttributeError):
+                _libc_trim = False
+    if _libc_trim:
+        _libc_trim(0)

@@ -88,6 +88,7 @@ class Launch:
         self.spec_key: tuple = ()
         self.entry_frame = None
         self.fp_fusion = default_fp_fusion()
+        self.found = False  # a finding was reported for this launch
         self._site_ids: Dict[tuple, int] = {}
         self._sites: List[Tuple[str, List[Frame]]] = []
 

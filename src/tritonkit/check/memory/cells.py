@@ -54,7 +54,9 @@ class PagedCells:
         self._grow(min(4, self.page_slot.shape[0]))
 
     def _grow(self, pages: int) -> None:
-        cap = max(pages, 2 * self.cap)
+        # double (amortized growth), but never past the pages the storage has: a launch that touches
+        # a whole storage ends with pools of exactly its size
+        cap = max(pages, min(2 * self.cap, self.page_slot.shape[0]))
         for name, (init, dtype) in self._FIELDS.items():
             self._extend(name, cap, init, dtype)
         for name, (init, dtype) in self._LAZY.items():
@@ -72,10 +74,21 @@ class PagedCells:
         return pool
 
     def _extend(self, name: str, cap: int, init: int, dtype) -> None:
-        new = np.full(cap * PAGE, init, dtype=dtype)
+        n = cap * PAGE
         old = getattr(self, name)
-        if old is not None:
-            new[: old.shape[0]] = old
+        if old is None:
+            setattr(self, name, np.full(n, init, dtype=dtype))
+            return
+        setattr(self, name, None)  # ``old`` is then the pool's only reference
+        start = old.shape[0]
+        try:
+            # realloc: a large pool grows where it is (mremap), without a second copy alive at once
+            old.resize(n, refcheck=True)
+            old[start:] = init
+            new = old
+        except ValueError:  # a view of the pool is alive elsewhere: grow by copying
+            new = np.full(n, init, dtype=dtype)
+            new[:start] = old
         setattr(self, name, new)
 
     def index(self, cells: np.ndarray) -> np.ndarray:

@@ -113,6 +113,33 @@ class Resolved:
             self._ok = keep if self._ok is None else (self._ok & keep)
 
 
+class Write:
+    """One journaled write of a transaction: the old values of ``arr[idx]`` (``arr``: the bytes of
+    ``storage``, viewed as the written type), put back when called.
+
+    Attributes:
+        storage: the :class:`HostStorage` written.
+        nbytes: what the entry keeps alive (indices and old values), in bytes.
+    """
+
+    __slots__ = ("storage", "arr", "idx", "old")
+
+    def __init__(self, storage: HostStorage, arr: np.ndarray, idx, old: np.ndarray) -> None:
+        self.storage, self.arr, self.idx, self.old = storage, arr, idx, old
+
+    def __call__(self) -> None:
+        self.arr[self.idx] = self.old
+
+    @property
+    def nbytes(self) -> int:
+        return self.old.nbytes + (self.idx.nbytes if isinstance(self.idx, np.ndarray) else 0)
+
+    def undo_into(self, buf: np.ndarray) -> None:
+        """Put the old values back into ``buf``, a copy of the storage's bytes (uint8)."""
+        view = buf[: self.arr.shape[0] * self.arr.itemsize].view(self.arr.dtype)
+        view[self.idx] = self.old
+
+
 class AddressSpace:
     """All tensor arguments of one launch, mapped into the virtual address space."""
 
@@ -122,11 +149,14 @@ class AddressSpace:
         # while the batched engine runs a transaction: the undo list every write is journaled into
         self.journal: Optional[list] = None
 
-    def _journal(self, arr: np.ndarray, idx: np.ndarray) -> None:
-        """Remember the values at ``arr[idx]`` so that the running transaction can put them back."""
+    def _journal(self, storage: HostStorage, arr: np.ndarray, idx) -> None:
+        """Remember the values at ``arr[idx]`` (``arr``: ``storage``'s bytes, typed or not; ``idx``
+        an index array or a slice) so that the running transaction can put them back."""
         if self.journal is not None:
-            old = arr[idx]
-            self.journal.append(lambda: arr.__setitem__(idx, old))
+            old = arr[idx].copy() if isinstance(idx, slice) else arr[idx]
+            if isinstance(idx, np.ndarray) and arr.shape[0] <= np.iinfo(np.int32).max and idx.dtype.itemsize > 4:
+                idx = idx.astype(np.int32)  # kept until the batch settles: half the bytes
+            self.journal.append(Write(storage, arr, idx, old))
 
     def region(self, slot: int) -> Optional[Region]:
         """The region mapped in ``slot`` (1-based), or None for an address in no argument's slot."""
@@ -303,21 +333,19 @@ class AddressSpace:
             span = self._span(res, sel, dtype)
             if span is not None:
                 typed = region.storage.typed(dtype)
-                if self.journal is not None:
-                    old = typed[span].copy()
-                    self.journal.append(lambda typed=typed, span=span, old=old: typed.__setitem__(span, old))
+                self._journal(region.storage, typed, span)
                 typed[span] = vals
                 continue
             off = res.off if sel is None else res.off[sel]
             typed, idx = self._index(region, off, dtype, res.aligned)
             if typed is not None:
-                self._journal(typed, idx)
+                self._journal(region.storage, typed, idx)
                 typed[idx] = vals
             else:
                 size = dtype.itemsize
                 raw = np.ascontiguousarray(vals).view(np.uint8).reshape(-1, size)
                 byte_idx = off[:, None] + np.arange(size)[None, :]
-                self._journal(region.storage.buf, byte_idx)
+                self._journal(region.storage, region.storage.buf, byte_idx)
                 region.storage.buf[byte_idx] = raw
 
     def read_modify_write(self, res: Resolved, dtype: np.dtype, fn) -> np.ndarray:
@@ -337,7 +365,7 @@ class AddressSpace:
             if typed is None:
                 continue  # misaligned atomics are dropped (the bounds check reports them)
             region.storage.written = True
-            self._journal(typed, idx)
+            self._journal(region.storage, typed, idx)
             order = np.argsort(idx, kind="stable")
             sidx = idx[order]
             dup = sidx[1:] == sidx[:-1]
