@@ -216,6 +216,7 @@ def test_without_the_flag_the_plugin_does_nothing(suite, monkeypatch):
     (["--tritonkit", "--tritonkit-timeout", "0"], "--tritonkit-timeout must be a positive number"),
     (["-p", "no:xdist", "--tritonkit", "-n", "2"], "pytest-xdist, which is not installed"),
     (["--tritonkit", "--tritonkit-batch-memory", "0"], "--tritonkit-batch-memory MB: a positive number of MiB"),
+    (["--tritonkit", "--tritonkit-timeout", "nan"], "--tritonkit-timeout must be a positive number"),
 ])
 def test_bad_input_gets_a_clear_message(suite, args, message):
     suite.makepyfile(test_two=TESTS)

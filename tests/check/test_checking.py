@@ -400,3 +400,27 @@ def test_outputs_is_validated_and_cpu_tensors_keep_the_checked_results():
 def _copy_for_outputs(x_ptr, out_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+
+@pytest.mark.parametrize("grid,over", [((1, 70000), "y = 70000"), ((1, 1, 65536), "z = 65536"),
+                                       ((2 ** 31,), "x = 2147483648")])
+def test_a_grid_larger_than_a_gpu_launches_is_refused(grid, over):
+    x = torch.arange(64, dtype=torch.float32)
+    out = torch.zeros(64)
+    with pytest.raises(UsageError, match=f"larger than a GPU launches \\({over};"):
+        with checking():
+            _copy_for_outputs[grid](x, out, BLOCK=64)
+    assert torch.equal(out, torch.zeros(64))  # nothing ran
+
+
+@triton.jit
+def _mark_y(out_ptr):
+    tl.store(out_ptr + tl.program_id(1), tl.program_id(1).to(tl.float32))
+
+
+def test_the_largest_grid_a_gpu_launches_runs():
+    out = torch.zeros(65535)
+    with checking() as s:
+        _mark_y[(1, 65535)](out)
+    assert s.launches[0].grid == (1, 65535, 1) and not s.findings
+    assert torch.equal(out, torch.arange(65535, dtype=torch.float32))

@@ -51,7 +51,8 @@ class CheckSession:
             even if this one ends hard; None for none.
 
     Raises:
-        ValueError: an unknown ``engine`` or ``outputs``, or a ``batch_memory`` that is not a positive integer.
+        ValueError: an unknown ``engine`` or ``outputs``, a ``batch_memory`` that is not a positive integer,
+            or a ``timeout`` that is not a positive number (``inf`` means no limit).
     """
 
     def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
@@ -61,6 +62,10 @@ class CheckSession:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if outputs not in OUTPUTS:
             raise ValueError(f"outputs must be one of {', '.join(OUTPUTS)}, not {outputs!r}")
+        if timeout is not None and not timeout > 0:  # NaN too
+            raise ValueError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+        if timeout == float("inf"):
+            timeout = None
         self.outputs = outputs
         if batch_memory is not None and (not isinstance(batch_memory, int) or batch_memory <= 0):
             raise ValueError(f"batch_memory must be a positive number of bytes, not {batch_memory!r}")

@@ -9,7 +9,7 @@ import re
 import runpy
 import sys
 import traceback
-from typing import List, Sequence, Tuple, Type
+from typing import List, Optional, Sequence, Tuple, Type
 
 from . import _status
 from ._status import BadUsage
@@ -68,6 +68,9 @@ class Target:
             raise BadUsage(f"{script} is a directory: give a Python script (or -m MODULE)")
         with open(script, "rb") as fh:
             raw = fh.read()
+        if not os.path.isfile(script):
+            # a pipe (`/dev/stdin`, `<(...)`) or a FIFO can be read once: run what was read now
+            script = _saved_copy(script, raw)
         if b"\x00" in raw:
             raise BadUsage(f"{script} is not a Python script (it is a binary file)")
         try:
@@ -145,9 +148,40 @@ def print_script_traceback(exc: BaseException) -> None:
     sys.stderr.write("".join(te.format()))
 
 
-def writable_path(path: str, option: str) -> None:
-    """Raise :class:`BadUsage` unless ``path``'s directory exists (the file is written at the end:
-    say so now, not after the run)."""
+def _saved_copy(name: str, raw: bytes) -> str:
+    """The source read from ``name`` (a pipe or FIFO, readable only once), saved in a file of its
+    own that lives until this process exits; its path."""
+    import atexit
+    import shutil
+    import tempfile
+    directory = tempfile.mkdtemp(prefix="tritonkit-script-")
+    atexit.register(shutil.rmtree, directory, True)
+    base = re.sub(r"[^\w.-]", "_", os.path.basename(name)) or "script"
+    path = os.path.join(directory, base if base.endswith(".py") else base + ".py")
+    with open(path, "wb") as fh:
+        fh.write(raw)
+    return path
+
+
+def writable_path(path: str, option: str, target: Optional["Target"] = None, inputs: Sequence[str] = ()) -> None:
+    """Raise :class:`BadUsage` unless ``path`` can be written at the end of the run without harm:
+    its directory exists (say so now, not after the run), it is not a directory, and it is none of
+    the files the run reads: ``inputs``, ``target``'s script and every argument of it that names an
+    existing file (``--json victim.py -- python victim.py`` would overwrite the script)."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise BadUsage(f"cannot write {option} {path}: no directory {directory}")
+    if os.path.isdir(path):
+        raise BadUsage(f"cannot write {option} {path}: it is a directory; give a file name")
+    if not os.path.exists(path):
+        return
+    names = list(inputs) + (([target.name] if target.kind == "script" else []) + list(target.args) if target else [])
+    for name in names:
+        try:
+            same = os.path.isfile(name) and os.path.samefile(name, path)
+        except OSError:
+            same = False
+        if same:
+            what = ("the script" if target and target.kind == "script" and name == target.name
+                    else "an input of the run")
+            raise BadUsage(f"{option} {path} is {what} ({name}): writing it would overwrite it; give another path")

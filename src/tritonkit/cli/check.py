@@ -103,11 +103,12 @@ def _options(args):
             kinds.append(NanInfCheck.kind)
     if args.access_maps < 0:
         raise BadUsage("--access-maps N: N is a number of launches per kernel, 0 or more")
-    if args.timeout is not None and args.timeout <= 0:
-        raise BadUsage("--timeout must be a positive number of seconds")
+    if args.timeout is not None and not args.timeout > 0:  # NaN too
+        raise BadUsage(f"--timeout must be a positive number of seconds (or inf for no limit), not {args.timeout}")
     if args.batch_memory is not None and args.batch_memory <= 0:
         raise BadUsage("--batch-memory MB: a positive number of MiB")
-    return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=args.timeout,
+    timeout = None if args.timeout == float("inf") else args.timeout
+    return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=timeout,
                         pdb=args.pdb, engine=args.engine,
                         batch_memory=args.batch_memory << 20 if args.batch_memory else None,
                         access_maps=args.access_maps, children=not args.no_children, outputs=args.outputs)
@@ -128,7 +129,7 @@ def run(args) -> int:
     target = Target.parse(args.target)
     json_path = os.path.abspath(args.json) if args.json else None  # before the script can chdir
     if json_path:
-        writable_path(json_path, "--json")
+        writable_path(json_path, "--json", target)
     options = _options(args)
 
     from rich.console import Console

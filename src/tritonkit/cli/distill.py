@@ -109,9 +109,10 @@ def run(args, console=None, load=None) -> int:
     if folds is not None and folds != 0 and folds < 2:
         raise BadUsage("--folds must be at least 2, or 0 for leave-one-out")
     out = args.out or re.sub(r"[^\w\-]", "_", args.kernel) + "_heuristics.py"
-    writable_path(out, "--out")
+    sources = [args.from_file] if getattr(args, "from_file", None) else []
+    writable_path(out, "--out", inputs=sources)
     if getattr(args, "json", None):
-        writable_path(args.json, "--json")
+        writable_path(args.json, "--json", inputs=sources + [out])
     try:
         results = list(load(args.kernel) or [])
     except (KeyError, FileNotFoundError) as e:

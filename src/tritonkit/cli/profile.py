@@ -91,11 +91,15 @@ def run(args, console=None) -> int:
         if args.target:
             raise BadUsage("give either --from FILE or a script, not both")
         path = args.from_file
+        if args.json:
+            writable_path(args.json, "--json", inputs=[path])
     else:
         if not args.target:
             raise BadUsage("nothing to profile: give a script (`tritonkit profile -- python my_script.py`) or "
                            "--from FILE.hatchet")
         target = Target.parse(args.target)
+        if args.json:
+            writable_path(args.json, "--json", target)
         if not _gpu():
             raise BadUsage("no CUDA GPU here (torch.cuda.is_available() is False): profiling needs one. Without a "
                            "GPU, `tritonkit check` runs kernels on the CPU, and `tritonkit profile --from "

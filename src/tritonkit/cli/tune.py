@@ -79,7 +79,7 @@ def run(args, console=None) -> int:
         raise BadUsage("--restarts must be 0 or more")
     target = Target.parse(args.target)
     if args.json:
-        writable_path(args.json, "--json")
+        writable_path(args.json, "--json", target)
     work = tempfile.mkdtemp(prefix="tritonkit-tune-")
     report = os.path.join(work, "results.jsonl")
     env = dict(os.environ, TRITONKIT_TUNE_SUPERVISED="1", TRITONKIT_TUNE_REPORT=report)

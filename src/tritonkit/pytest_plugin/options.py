@@ -51,8 +51,11 @@ def options_from(config):
             raise pytest.UsageError(f"--tritonkit={value}: not a list of checks; choose from {', '.join(CHECK_KINDS)} "
                                     "(comma-separated), or give --tritonkit alone for the defaults")
     timeout = config.getoption("tritonkit_timeout")
-    if timeout is not None and timeout <= 0:
-        raise pytest.UsageError("--tritonkit-timeout must be a positive number of seconds")
+    if timeout is not None and not timeout > 0:  # NaN too
+        raise pytest.UsageError(f"--tritonkit-timeout must be a positive number of seconds (or inf for no limit), "
+                                f"not {timeout}")
+    if timeout == float("inf"):
+        timeout = None
     batch = config.getoption("tritonkit_batch_memory")
     if batch is not None and batch <= 0:
         raise pytest.UsageError("--tritonkit-batch-memory MB: a positive number of MiB")

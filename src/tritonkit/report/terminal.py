@@ -23,6 +23,16 @@ __all__ = ["print_report", "render_finding", "render_summary", "findings_text", 
 _CONTEXT_BEFORE = 3
 _CONTEXT_AFTER = 1
 
+#: control characters (C0 but tab and newline, DEL, C1) shown as escapes: a kernel's assert message,
+#: a file name or a source line must not move the cursor, clear lines or retitle the terminal
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f, *range(0x80, 0xa0))}
+
+
+def safe(text) -> str:
+    """``text`` (any object, as ``str``) with its control characters written as ``\\xNN`` escapes,
+    so that printing it cannot send the terminal a command (ESC sequences)."""
+    return str(text).translate(_CONTROLS)
+
 
 def _source_block(file: str, line: int) -> Text:
     text = Text()
@@ -32,7 +42,7 @@ def _source_block(file: str, line: int) -> Text:
     lo, hi = max(1, line - _CONTEXT_BEFORE), min(len(lines), line + _CONTEXT_AFTER)
     width = len(str(hi))
     for n in range(lo, hi + 1):
-        src = lines[n - 1].rstrip("\n")
+        src = safe(lines[n - 1].rstrip("\n"))
         if n == line:
             text.append(f">{n:>{width}}  ", style="bold red")
             text.append(src + "\n", style="bold")
@@ -47,7 +57,7 @@ def _source_block(file: str, line: int) -> Text:
 def _fact(table: Table, name: str, value, style: Optional[str] = None) -> None:
     if value in (None, "", []):
         return
-    table.add_row(name, value if isinstance(value, Text) else Text(str(value), style=style or ""))
+    table.add_row(name, value if isinstance(value, Text) else Text(safe(value), style=style or ""))
 
 
 def render_finding(f) -> RenderableType:
@@ -55,11 +65,11 @@ def render_finding(f) -> RenderableType:
     the source around it with the line marked, the message, the facts (the generic ones, then those
     its kind declared, ``f.facts``), the process that made it where not the checked program's own,
     configs and the hint."""
-    header = Rule(Text(f" {f.kind}: {f.kernel} ", style="bold red"), style="red", align="left")
-    loc = Text(f"{short_path(f.file)}:{f.line}", style="bold cyan")
+    header = Rule(Text(safe(f" {f.kind}: {f.kernel} "), style="bold red"), style="red", align="left")
+    loc = Text(safe(f"{short_path(f.file)}:{f.line}"), style="bold cyan")
     if len(f.call_stack) > 1:
         chain = " → ".join(fr["function"] for fr in f.call_stack)
-        loc.append(f"  ({chain})", style="dim")
+        loc.append(safe(f"  ({chain})"), style="dim")
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="dim", no_wrap=True)
     facts.add_column()
@@ -86,7 +96,7 @@ def render_finding(f) -> RenderableType:
         _fact(facts, "configs", "\n".join(f.configs))
     _fact(facts, "hint", f.hint, style="yellow")
     message = Text("E   ", style="bold red")
-    message.append(f.message, style="bold red")
+    message.append(safe(f.message), style="bold red")
     return Group(header, loc, Text(), _source_block(f.file, f.line), message, Padding(facts, (0, 0, 0, 4)), Text())
 
 
@@ -103,7 +113,7 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
     table.add_column("findings", justify="right")
     table.add_column("seconds", justify="right")
     for k in kernels:
-        table.add_row(k.name, str(k.launches), str(k.programs), str(len(k.configs)) if k.configs else "-",
+        table.add_row(Text(safe(k.name)), str(k.launches), str(k.programs), str(len(k.configs)) if k.configs else "-",
                       Text(str(k.findings), style="bold red" if k.findings else "green"), f"{k.seconds:.2f}")
     by_kind = summary.get("findings_by_kind", {})
     total = sum(by_kind.values())
@@ -126,8 +136,8 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
     fallbacks = summary.get("fallbacks") or []
     for fb in fallbacks[:_SHOWN_FALLBACKS]:
         grid = "x".join(str(g) for g in fb["grid"])
-        parts.append(Text(f"one program at a time: {fb['kernel']} (grid {grid}, {fb['engine']}): {fb['reason']}",
-                          style="dim"))
+        parts.append(Text(safe(f"one program at a time: {fb['kernel']} (grid {grid}, {fb['engine']}): "
+                               f"{fb['reason']}"), style="dim"))
     if len(fallbacks) > _SHOWN_FALLBACKS:
         parts.append(Text(f"... and {len(fallbacks) - _SHOWN_FALLBACKS} more launches ran one program at a time "
                           "(see the JSON summary)", style="dim"))
@@ -141,7 +151,7 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
         parts.append(Text(f"checked in {summary['processes']} processes (the program and its Python child "
                           "processes)", style="dim"))
     if summary.get("aborted"):
-        parts.append(Text(f"stopped: {summary['aborted']}", style="bold yellow"))
+        parts.append(Text(safe(f"stopped: {summary['aborted']}"), style="bold yellow"))
     if summary.get("interrupted"):
         parts.append(Text("interrupted (Ctrl-C): the report has what was checked until then", style="bold yellow"))
     return Group(*parts)

@@ -165,7 +165,8 @@ def normalize_grid(grid, kernel: str) -> Tuple[Tuple[int, int, int], int]:
     """``grid`` as ``((x, y, z) program counts, how many dims were given)``.
 
     Raises:
-        UsageError: not 1 to 3 non-negative integers.
+        UsageError: not 1 to 3 non-negative integers, or more programs along a dimension than a
+            GPU launches (:data:`GRID_LIMITS`).
     """
     if not isinstance(grid, (tuple, list)):
         grid = (grid,)
@@ -177,7 +178,17 @@ def normalize_grid(grid, kernel: str) -> Tuple[Tuple[int, int, int], int]:
         raise UsageError(f"kernel {kernel}: the grid must have 1 to 3 dimensions, got {len(dims)}: {dims}")
     if any(d < 0 for d in dims):
         raise UsageError(f"kernel {kernel}: the grid has a negative dimension: {dims}")
+    over = [f"{'xyz'[i]} = {d}" for i, d in enumerate(dims) if d > GRID_LIMITS[i]]
+    if over:
+        raise UsageError(f"kernel {kernel}: the grid {dims} is larger than a GPU launches ({', '.join(over)}; the "
+                         f"limits are x <= {GRID_LIMITS[0]}, y and z <= {GRID_LIMITS[1]}): the launch fails on a "
+                         "GPU. Fold the extra programs into x, or loop over them inside the kernel")
     return dims + (1,) * (3 - len(dims)), len(dims)
+
+
+#: the most programs a grid may have along x, y and z: CUDA's grid dimension limits for every
+#: compute capability since 3.0 (CUDA C++ Programming Guide, "Features and Technical Specifications")
+GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 
 
 def bind_arguments(pyfn, args, kwargs):

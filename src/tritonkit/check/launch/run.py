@@ -10,6 +10,8 @@ import threading
 import time
 from typing import List, Optional
 
+import triton
+
 from ..checks.launch_errors import KernelError, Timeout, Unsupported
 from ..engine import BatchedEngine, Engine, SequentialEngine
 from ..errors import CheckAborted, InternalError, LaunchTimeout, StaticAssertFailed, UsageError
@@ -21,6 +23,9 @@ from .arguments import ArgMapper, bind_arguments, normalize_grid, scalar_specs, 
 from .state import Launch
 
 _TRITONKIT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: Triton's front end (``triton/language``, ``triton/compiler``): what it raises, a GPU compile raises too
+_TRITON_FRONT_END = tuple(os.path.join(os.path.dirname(os.path.abspath(triton.__file__)), d) + os.sep
+                          for d in ("language", "compiler"))
 
 
 def engines(session) -> List[Engine]:
@@ -138,10 +143,16 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
 def _kernel_failure(session, launch: Launch, exc: BaseException) -> None:
     """Turn an exception raised while a kernel ran into a finding (or re-raise a tritonkit bug)."""
     tb = exc.__traceback__
-    if isinstance(exc, NotImplementedError):
+    where = os.path.abspath(innermost_file(tb))
+    if isinstance(exc, NotImplementedError) and where.startswith(_TRITON_FRONT_END):
+        # Triton's own front end refused the kernel (``tl.make_block_ptr`` in Triton >= 3.7): compiling
+        # it for a GPU fails the same way, so it is the kernel's error, not the CPU's
+        kind = KernelError.kind
+        msg = f"Triton raised NotImplementedError: {exc} (compiling for a GPU raises it too)"
+    elif isinstance(exc, NotImplementedError):
         kind = Unsupported.kind
         msg = f"cannot run on the CPU: {exc}" if str(exc) else f"cannot run on the CPU: {type(exc).__name__}"
-    elif os.path.abspath(innermost_file(tb)).startswith(_TRITONKIT_DIR + os.sep):
+    elif where.startswith(_TRITONKIT_DIR + os.sep):
         raise InternalError(f"tritonkit failed while running kernel {launch.kernel}: {exc!r}") from exc
     else:
         kind = KernelError.kind
@@ -154,7 +165,8 @@ def _kernel_failure(session, launch: Launch, exc: BaseException) -> None:
 
 class _Timer:
     """Raises :class:`~tritonkit.check.errors.LaunchTimeout` in the main thread after ``seconds``
-    (None: never; only in the main thread, where signals are delivered)."""
+    (None: never; only in the main thread, where signals are delivered). A ``SIGALRM`` timer the
+    program had set is put back afterwards with what was left of it."""
 
     def __init__(self, seconds: Optional[float]):
         self.seconds = seconds
@@ -167,13 +179,17 @@ class _Timer:
     def __enter__(self):
         if self.active:
             self.prev = signal.signal(signal.SIGALRM, self._fire)
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            self.prev_timer = signal.setitimer(signal.ITIMER_REAL, self.seconds)  # the program's own, if any
+            self.start = time.monotonic()
         return self
 
     def __exit__(self, *exc):
         if self.active:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.prev)
+            delay, interval = self.prev_timer
+            if delay > 0:  # the program's timer goes on (one due during the launch fires now)
+                signal.setitimer(signal.ITIMER_REAL, max(1e-6, delay - (time.monotonic() - self.start)), interval)
         return False
 
 

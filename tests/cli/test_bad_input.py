@@ -1,0 +1,198 @@
+"""Bad input to the commands: a clear message and exit status 2, and nothing the user owns touched."""
+import math
+
+import pytest
+
+import tritonkit
+from tritonkit.cli import main
+
+SCRIPT = "import sys\nprint('ran', sys.argv[1:])\n"
+
+
+@pytest.fixture
+def script(tmp_path):
+    p = tmp_path / "victim.py"
+    p.write_text(SCRIPT)
+    return p
+
+
+@pytest.mark.parametrize("command", [["check"], ["tune"]])
+def test_an_output_path_that_is_the_script_is_refused_and_the_script_kept(script, capfd, command, monkeypatch):
+    monkeypatch.chdir(script.parent)
+    assert main([*command, "--json", "victim.py", "--", "python", "victim.py"]) == 2
+    err = capfd.readouterr().err
+    assert "victim.py is the script (victim.py): writing it would overwrite it" in err
+    assert script.read_text() == SCRIPT
+
+
+def test_an_output_path_that_is_an_input_of_the_script_is_refused(script, tmp_path, capfd):
+    data = tmp_path / "data.txt"
+    data.write_text("the user's data")
+    assert main(["check", "--json", str(data), "--", "python", str(script), str(data)]) == 2
+    assert "is an input of the run" in capfd.readouterr().err
+    assert data.read_text() == "the user's data"
+
+
+def test_an_output_path_that_is_a_directory_is_refused(script, tmp_path, capfd):
+    assert main(["check", "--json", str(tmp_path), "--", "python", str(script)]) == 2
+    assert "it is a directory" in capfd.readouterr().err
+
+
+def test_distill_does_not_write_over_its_own_input(tmp_path, capfd):
+    results = tmp_path / "tuned.json"
+    results.write_text("{}")
+    assert main(["distill", "k", "--from", str(results), "--out", str(results)]) == 2
+    assert "--out" in capfd.readouterr().err and results.read_text() == "{}"
+
+
+@pytest.mark.parametrize("value", ["nan", "0", "-1"])
+@pytest.mark.parametrize("command", ["check", "doctor"])
+def test_a_timeout_that_is_not_a_positive_number_is_refused_before_anything_runs(script, tmp_path, capfd, value,
+                                                                                  command):
+    extra = ["--out", str(tmp_path / "doc")] if command == "doctor" else []
+    assert main([command, *extra, "--timeout", value, "--", "python", str(script)]) == 2
+    captured = capfd.readouterr()
+    assert "--timeout must be a positive number of seconds" in captured.err and "ran" not in captured.out
+
+
+def test_an_infinite_timeout_means_no_limit(script, capfd):
+    assert main(["check", "--timeout", "inf", "--", "python", str(script), "x"]) == 0
+    assert "ran ['x']" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("timeout", [math.nan, 0.0, -3.0])
+def test_the_api_refuses_a_timeout_that_is_not_positive(timeout):
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        with tritonkit.checking(timeout=timeout):
+            pass
+    with tritonkit.checking(timeout=math.inf) as s:
+        assert s.timeout is None
+
+
+HOSTILE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def hostile_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.device_assert(x > 0, "\\x1b]0;pwned\\x07\\x1b[2Jcleared")
+
+
+hostile_kernel[(1,)](torch.zeros(16), BLOCK=16)
+'''
+
+
+def test_a_kernels_message_cannot_send_the_terminal_commands(tmp_path, capfd):
+    """A device_assert message with ESC sequences (retitle the window, clear the screen) is printed
+    with its control characters escaped; the JSON keeps the message as it was."""
+    script = tmp_path / "hostile.py"
+    script.write_text(HOSTILE)
+    out = tmp_path / "f.json"
+    assert main(["check", "--json", str(out), "--", "python", str(script)]) == 1
+    text = capfd.readouterr().out
+    assert "\x1b]0;" not in text and "\x1b[2J" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned\\x07\\x1b[2Jcleared" in text
+    import json
+    (finding,) = json.loads(out.read_text())["findings"]
+    assert "\x1b]0;pwned\x07\x1b[2Jcleared" in finding["message"]
+
+
+ALARM = '''
+import signal, time
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+
+
+fired = []
+signal.signal(signal.SIGALRM, lambda *a: fired.append(time.monotonic()))
+signal.setitimer(signal.ITIMER_REAL, 0.5)
+start = time.monotonic()
+copy_kernel[(1,)](torch.zeros(16), torch.empty(16), BLOCK=16)
+while not fired and time.monotonic() - start < 5:
+    time.sleep(0.01)
+print("ALARM", bool(fired))
+'''
+
+
+def test_the_launch_timeout_leaves_the_programs_own_alarm_running(tmp_path, capfd):
+    script = tmp_path / "alarm.py"
+    script.write_text(ALARM)
+    assert main(["check", "--timeout", "30", "--", "python", str(script)]) == 0
+    assert "ALARM True" in capfd.readouterr().out
+
+
+def test_an_error_that_triton_itself_raises_is_the_kernels_not_the_cpus(tmp_path, capfd):
+    import inspect
+
+    import triton.language as tl
+    if "have been removed" not in inspect.getsource(tl.make_block_ptr):
+        pytest.skip("this Triton still has block pointers")
+    script = tmp_path / "block_ptr.py"
+    script.write_text('''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, BLOCK: tl.constexpr):
+    p = tl.make_block_ptr(x_ptr, (16,), (1,), (0,), (BLOCK,), (0,))
+    tl.store(p, tl.load(p) + 1)
+
+
+k[(1,)](torch.zeros(16), BLOCK=16)
+''')
+    out = tmp_path / "f.json"
+    assert main(["check", "--json", str(out), "--", "python", str(script)]) == 1
+    import json
+    (f,) = json.loads(out.read_text())["findings"]
+    assert f["kind"] == "kernel_error" and "Triton raised NotImplementedError" in f["message"]
+    assert "cannot run on the CPU" not in capfd.readouterr().out
+
+
+OVERRUN = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+
+k[(1,)](torch.zeros(8), BLOCK=16)
+'''
+
+
+def test_a_script_read_from_a_pipe_or_a_fifo_runs_once_and_is_checked(tmp_path):
+    """``cat x.py | tritonkit check -- python /dev/stdin`` and a FIFO: the source is read once (to
+    check its syntax), and what was read is what runs."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    cmd = [sys.executable, "-m", "tritonkit", "check", "--json", str(tmp_path / "a.json"), "--", "python"]
+    r = subprocess.run(cmd + ["/dev/stdin"], input=OVERRUN, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 finding (1 out_of_bounds)" in " ".join(r.stdout.split())
+    fifo = tmp_path / "script.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=(OVERRUN,))
+    writer.start()
+    r = subprocess.run(cmd + [str(fifo)], capture_output=True, text=True, timeout=240)
+    writer.join(5)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 finding (1 out_of_bounds)" in " ".join(r.stdout.split())
