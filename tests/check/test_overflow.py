@@ -115,3 +115,37 @@ def test_overflow_detection_matches_exact_integer_arithmetic(dtype):
         want = np.array([not (info.min <= e <= info.max) for e in exact])
         got = np.zeros(len(a), bool) if bad is None else bad
         assert np.array_equal(got, want), op
+
+
+@triton.jit
+def gather_rows(idx_ptr, w_ptr, out_ptr, B: tl.constexpr):
+    i = tl.program_id(0) * B + tl.arange(0, B)
+    idx = tl.load(idx_ptr + i)
+    tl.store(out_ptr + i, tl.load(w_ptr + idx))  # LINE: gather
+
+
+@triton.jit
+def store_far(out_ptr, B: tl.constexpr):
+    tl.store(out_ptr + (tl.arange(0, B).to(tl.int64) + (1 << 62)), tl.zeros([B], tl.float32) + 5)  # LINE: far
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+def test_an_int64_offset_whose_byte_address_wraps_is_reported(line_of, engine):
+    """``idx * 4`` bytes past 2**64 wraps to a small address on the GPU too, which then lands inside
+    the tensor: only int_overflow can see it (the bounds check sees an in-bounds address)."""
+    idx = torch.tensor([3, 5, 2 ** 62 + 7, -2 ** 62 + 9, 0, 1, 2, 3])
+    w, out = torch.arange(16, dtype=torch.float32), torch.zeros(8)
+    with tritonkit.checking(engine=engine) as s:
+        gather_rows[(2,)](idx, w, out, B=4)
+        store_far[(1,)](torch.zeros(16), B=16)
+    got = sorted((f.line, f.arg, f.reason, f.count) for f in of_kind(s, "int_overflow"))
+    assert got == sorted([(line_of(gather_rows, "gather"), "w_ptr", "mul", 2),
+                          (line_of(store_far, "far"), "out_ptr", "mul", 16)])
+    gather = next(f for f in s.findings if f.arg == "w_ptr")
+    assert gather.program_ids == [[0]] and [v["lhs"] for v in gather.examples[0]["values"]] == [2 ** 62 + 7,
+                                                                                              -2 ** 62 + 9]
+    assert out.tolist()[:4] == [3.0, 5.0, 7.0, 9.0]  # what the GPU reads too: the address wrapped
+    # offsets that fit are not reported, however large the tensor they could address
+    with tritonkit.checking(engine=engine) as s2:
+        gather_rows[(2,)](torch.tensor([0, 1, 2, 3, 15, 14, 13, 12]), w, out, B=4)
+    assert not s2.findings

@@ -229,16 +229,46 @@ class CheckedBuilder(_interp.InterpreterBuilder):
 
     def create_addptr(self, ptr, offset):
         """``ptr + offset`` elements as Triton's interpreter computes it (wrapping uint64 byte
-        addresses), in place in one new array where the offsets have the result's shape."""
+        addresses), in place in one new array where the offsets have the result's shape. An int64
+        offset whose byte offset (``offset * element size``) does not fit in 64 bits wraps on the
+        GPU too: the ``int_overflow`` hooks see that multiply, and the lanes it marks travel with
+        the address."""
         p, o = ptr.data, offset.data
-        if o.ndim < np.ndim(p) or o.shape != np.broadcast_shapes(np.shape(p), o.shape):
-            return super().create_addptr(ptr, offset)
         size = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
-        out = o.astype(np.uint64)
-        if size != 1:
-            out *= np.uint64(size)
-        out += p
-        return TensorHandle(out, ptr.dtype)
+        if o.ndim < np.ndim(p) or o.shape != np.broadcast_shapes(np.shape(p), o.shape):
+            out = super().create_addptr(ptr, offset)
+        else:
+            addr = o.astype(np.uint64)
+            if size != 1:
+                addr *= np.uint64(size)
+            addr += p
+            out = TensorHandle(addr, ptr.dtype)
+        if size != 1 and o.dtype.itemsize == 8 and o.size and self.launch.hooks.int_arith:
+            self._byte_offset_overflow(out, offset, size)
+        return out
+
+    def _byte_offset_overflow(self, out, offset, size: int) -> None:
+        """Mark the lanes of the address ``out`` whose int64 element offset times ``size`` bytes
+        does not fit in 64 bits (a wrapped address: ``idx * 4`` with ``idx`` near 2**62)."""
+        o = offset.data
+        limit = np.iinfo(np.int64).max // size
+        if o.dtype.kind == "u":
+            if int(o.max()) <= limit:
+                return
+        elif -limit <= int(o.min()) and int(o.max()) <= limit:
+            return
+        launch = self.launch
+        wide = o.astype(np.int64, copy=False)
+        with np.errstate(over="ignore"):
+            product = TensorHandle(wide * np.int64(size), tl.int64)
+        lhs = TensorHandle(wide, tl.int64)
+        scale = TensorHandle(np.full(np.shape(wide), size, dtype=np.int64), tl.int64)
+        for h in (product, lhs, scale):  # a batch's values carry the program axis first
+            h.bat = getattr(offset, "bat", False)
+        for hook in launch.hooks.int_arith:
+            hook(launch, np.multiply, product, lhs, scale)
+        if getattr(product, "tainted", False):
+            _taint.carry(out, product)
 
     # --- shape operations carry lane taints ------------------------------------------------------------
     def create_broadcast(self, arg, shape):
