@@ -424,3 +424,18 @@ def test_the_largest_grid_a_gpu_launches_runs():
         _mark_y[(1, 65535)](out)
     assert s.launches[0].grid == (1, 65535, 1) and not s.findings
     assert torch.equal(out, torch.arange(65535, dtype=torch.float32))
+
+
+@triton.jit
+def _overrun_by_8(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.zeros([BLOCK], tl.float32), mask=offs < n + 8)
+
+
+def test_findings_on_one_line_from_tensors_of_different_shapes_are_not_folded_together():
+    with checking() as s:
+        _overrun_by_8[(1,)](torch.zeros(16), 16, BLOCK=32)
+        _overrun_by_8[(1,)](torch.zeros(4, 6), 24, BLOCK=64)
+        _overrun_by_8[(1,)](torch.zeros(16), 16, BLOCK=32)  # the first tensor's shape again: folded with it
+    got = [(f.tensor["shape"], f.launches, f.count) for f in s.findings]
+    assert got == [([16], 2, 16), ([4, 6], 1, 8)], got  # launches, lanes

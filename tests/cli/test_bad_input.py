@@ -196,3 +196,13 @@ def test_a_script_read_from_a_pipe_or_a_fifo_runs_once_and_is_checked(tmp_path):
     writer.join(5)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "1 finding (1 out_of_bounds)" in " ".join(r.stdout.split())
+
+
+def test_tune_without_a_gpu_says_so_before_running_the_script(script, capfd, monkeypatch):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    monkeypatch.delenv("TRITONKIT_TUNE_ON_CPU", raising=False)
+    assert main(["tune", "--", "python", str(script)]) == 2
+    captured = capfd.readouterr()
+    assert "no CUDA GPU here" in captured.err and "tritonkit check" in captured.err and "ran" not in captured.out

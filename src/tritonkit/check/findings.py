@@ -428,8 +428,12 @@ class FindingLog:
         """Record a violation; return ``(the index of its finding, whether it started that finding)``."""
         rules = self._kinds.get(v.kind, _PLAIN)
         inner = v.frames[0] if v.frames else None
+        # one finding per tensor: the same argument name on a tensor of another shape, dtype or
+        # strides (another launch's) is another finding, not folded under the first one's shape
+        arg = v.arg or {}
         key = (v.kind, v.kernel, inner.file if inner else "", inner.line if inner else 0,
-               None if rules.by_origin else (v.arg or {}).get("name"))
+               None if rules.by_origin else (arg.get("name"), tuple(arg.get("shape") or ()), arg.get("dtype"),
+                                             tuple(arg.get("strides") or ())))
         if v.other is not None:  # a race is a pair of lines
             o = v.other.get("frames") or []
             key += ((o[0].file, o[0].line) if o else None, v.reason)
