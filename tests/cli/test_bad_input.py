@@ -206,3 +206,22 @@ def test_tune_without_a_gpu_says_so_before_running_the_script(script, capfd, mon
     assert main(["tune", "--", "python", str(script)]) == 2
     captured = capfd.readouterr()
     assert "no CUDA GPU here" in captured.err and "tritonkit check" in captured.err and "ran" not in captured.out
+
+
+def test_reports_written_to_a_file_or_a_pipe_are_wide_enough_for_their_tables(monkeypatch, capsys):
+    """Piped, rich would fold every table at 80 columns (a profile's 14 columns became 3 characters
+    wide); the commands' console is 160 wide there, or what COLUMNS says."""
+    from rich.table import Table
+
+    from tritonkit.cli._console import PIPED_WIDTH, make_console
+    monkeypatch.delenv("COLUMNS", raising=False)
+    console = make_console()
+    assert not console.is_terminal and console.width == PIPED_WIDTH
+    table = Table()
+    for i in range(14):
+        table.add_column(f"column_{i}")
+    table.add_row(*[f"value_{i}" for i in range(14)])
+    console.print(table)
+    assert "column_13" in capsys.readouterr().out  # every header whole on one line
+    monkeypatch.setenv("COLUMNS", "100")
+    assert make_console().width == 100

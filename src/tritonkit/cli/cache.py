@@ -6,9 +6,9 @@ KERNEL is a kernel name, or a prefix of names where no kernel has that exact nam
 from __future__ import annotations
 
 import argparse
-import os
 
 from . import _status
+from ._console import make_console
 from ._status import BadUsage
 
 NAME = "cache"
@@ -53,16 +53,12 @@ def run(args, console=None) -> int:
     Raises:
         BadUsage: no action, ``show`` without a kernel, or a cache directory that cannot be used.
     """
-    from rich.console import Console
-
     from ..report.tune import print_cache_entries, print_cache_list
     from ..tune import TuneCache
     from ..tune._cache import TuneCacheError
 
     if console is None:
-        console = Console()
-        if not console.is_terminal and "COLUMNS" not in os.environ:
-            console = Console(width=160)  # piped: do not fold the tables at 80 columns
+        console = make_console()
     action = getattr(args, "cache_action", None)
     if action not in ("list", "show", "clear"):
         parser = getattr(args, "cache_parser", None)

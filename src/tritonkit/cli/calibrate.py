@@ -6,6 +6,7 @@ import argparse
 import json
 
 from . import _status
+from ._console import make_console
 from ._status import BadUsage
 from ._target import writable_path
 
@@ -30,12 +31,10 @@ def run(args, console=None) -> int:
     Raises:
         BadUsage: no CUDA GPU here, or a ``--json`` path whose directory does not exist.
     """
-    from rich.console import Console
-
     from ..profile import Calibration, current_peaks
     from ..profile._calibrate import measure, save
     from ..report.profile import ceiling_table
-    console = console or Console()
+    console = console or make_console()
     if args.json:
         writable_path(args.json, "--json")
     try:

@@ -24,6 +24,7 @@ import tempfile
 from typing import List, Optional
 
 from . import _status
+from ._console import make_console
 from ._status import BadUsage
 from ._target import Target, writable_path
 
@@ -132,8 +133,6 @@ def run(args) -> int:
         writable_path(json_path, "--json", target)
     options = _options(args)
 
-    from rich.console import Console
-
     from ..check.journal import RUN_DIR_ENV, merge, read_run
     from ..check.findings import write_json
     from ..report import print_report
@@ -160,7 +159,7 @@ def run(args) -> int:
         print(f"tritonkit check: the script ended with status {code} before tritonkit could see how (os._exit?)",
               file=sys.stderr)
     report = merge(runs, interrupted=interrupted, script={"target": target.argv, "failed": failed})
-    print_report(report, Console())
+    print_report(report, make_console())
     if json_path:
         try:
             write_json(json_path, report.to_dict())

@@ -13,6 +13,7 @@ import re
 from typing import List, Optional
 
 from . import _status
+from ._console import make_console
 from ._status import BadUsage
 from ._target import writable_path
 
@@ -94,8 +95,7 @@ def run(args, console=None, load=None) -> int:
     from ..report.tune import print_distilled
     from ..tune import distill
     if console is None:
-        from rich.console import Console
-        console = Console()
+        console = make_console()
     load = load or (lambda name: load_results(name, getattr(args, "from_file", None),
                                               getattr(args, "cache_dir", None)))
     key_names = None

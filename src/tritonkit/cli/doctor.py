@@ -12,6 +12,7 @@ import os
 from typing import List
 
 from . import _status
+from ._console import make_console
 from ._status import BadUsage
 from ._target import Target
 
@@ -55,12 +56,10 @@ def run(args, console=None) -> int:
         BadUsage: no script, a missing script, an unknown ``--skip`` step, a negative
             ``--access-maps``, a ``--timeout`` that is not positive, or an ``--out`` that cannot be made.
     """
-    from rich.console import Console
-
     from .._io import atomic_write_text
     from ..doctor import STEPS, build_report, gpu_present, run_doctor
     from ..report.html import write_report
-    console = console or Console()
+    console = console or make_console()
     if not args.target:
         raise BadUsage("nothing to examine: give a script (`tritonkit doctor -- python my_script.py`)")
     Target.parse(args.target)  # a missing script is a usage error now, not three failed steps

@@ -15,6 +15,7 @@ import tempfile
 from typing import Dict
 
 from . import _status
+from ._console import make_console
 from ._status import BadUsage
 from ._target import Target, writable_path
 
@@ -75,12 +76,10 @@ def run(args, console=None) -> int:
             ``--interpret-limit``, a ``--json`` path whose directory does not exist, or a profile
             that cannot be read.
     """
-    from rich.console import Console
-
     from ..profile import ChildMeta, ProfileReport, analyze, identify, read_proton
     from ..profile._calibrate import load
     from ..report.profile import kernel_table, scope_tree
-    console = console or Console()
+    console = console or make_console()
     if args.json:
         writable_path(args.json, "--json")
     meta = ChildMeta(device=args.device)

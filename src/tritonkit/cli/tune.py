@@ -16,6 +16,7 @@ import tempfile
 from typing import Dict, List, Tuple
 
 from . import _status
+from ._console import make_console
 from ._status import BadUsage
 from ._target import Target, writable_path
 
@@ -57,13 +58,11 @@ def run(args, console=None) -> int:
         args: the parsed arguments.
         console: a rich Console (tests pass a recording one).
     """
-    from rich.console import Console
-
     from .._io import atomic_write_text
     from ..report.tune import render_results
     from ..tune import EXIT_CONTEXT_POISONED, Budget, TuneReport
     from ..tune.strategies import DEFAULT_STRATEGY, STRATEGIES
-    console = console or Console()
+    console = console or make_console()
     if args.list_strategies:
         for name, cls in STRATEGIES.items():
             doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
