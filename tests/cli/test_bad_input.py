@@ -225,3 +225,47 @@ def test_reports_written_to_a_file_or_a_pipe_are_wide_enough_for_their_tables(mo
     assert "column_13" in capsys.readouterr().out  # every header whole on one line
     monkeypatch.setenv("COLUMNS", "100")
     assert make_console().width == 100
+
+
+def _cache_with(tmp_path, names=("alpha", "beta", "gamma")):
+    from tritonkit.tune import Trial, TuneCache
+    from tritonkit.tune._cache import KernelId
+    d = tmp_path / "cache"
+    cache = TuneCache(d)
+    for name in names:
+        cache.record(KernelId(name, "h" + name, "3.9", "cpu"), ["n=1"], Trial(point={"BLOCK": 16}, ms=1.0))
+    return d
+
+
+def _cache_json(d, name):
+    return next(p for p in d.iterdir() if p.name.startswith(name + "-") and p.name.endswith(".json"))
+
+
+def test_cache_list_and_show_change_nothing_and_name_the_files_they_skip(tmp_path, capsys):
+    d = _cache_with(tmp_path)
+    (d / "x.json").mkdir()
+    (d / "zeta-000000000000.json").write_text("{bad")
+    for p in d.glob("*.lock"):
+        p.unlink()
+    before = sorted(p.name for p in d.iterdir())
+    assert main(["cache", "list", "--dir", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "3 key(s) in 3 file(s)" in out
+    assert "skipped: x.json: " in out and "a directory" in out and "skipped: zeta-000000000000.json: " in out
+    assert main(["cache", "show", "alpha", "--dir", str(d)]) == 0
+    assert sorted(p.name for p in d.iterdir()) == before  # nothing renamed, no lock file made
+    assert (d / "zeta-000000000000.json").read_text() == "{bad"
+
+
+def test_cache_clear_clears_what_it_can_and_names_what_it_could_not(tmp_path, capsys):
+    d = _cache_with(tmp_path)
+    target = tmp_path / "not_the_cache.txt"
+    target.write_text("keep")
+    lock = _cache_json(d, "beta").with_name(_cache_json(d, "beta").name + ".lock")
+    lock.unlink()
+    lock.symlink_to(target)  # a lock that is a symlink: not followed, not taken, its target untouched
+    assert main(["cache", "clear", "--dir", str(d)]) == 2
+    out = capsys.readouterr().out
+    assert "removed 2 cached config(s)" in out and "not cleared: beta-" in out
+    assert [p.name.split("-")[0] for p in d.glob("*.json")] == ["beta"]  # alpha and gamma went
+    assert target.read_text() == "keep"

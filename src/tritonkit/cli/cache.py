@@ -1,11 +1,14 @@
 """``tritonkit cache list|show KERNEL|clear [KERNEL] [--failures] [--dir DIR]``: the tuning cache.
 
 KERNEL is a kernel name, or a prefix of names where no kernel has that exact name. Exit status:
-0 done; 1 ``show`` found no such kernel; 2 bad usage or a cache directory that cannot be used.
+0 done; 1 ``show`` found no such kernel; 2 bad usage, a cache directory that cannot be used, or
+``clear`` could not clear some files (it says which, and clears the others). ``list`` and
+``show`` change nothing on disk: a file they cannot use is named with why and skipped.
 """
 from __future__ import annotations
 
 import argparse
+import os
 
 from . import _status
 from ._console import make_console
@@ -73,9 +76,11 @@ def run(args, console=None) -> int:
     try:
         if action == "list":
             print_cache_list(list(cache.entries()), cache.directory, console)
+            _print_skipped(cache, console, "skipped")
             return _status.OK
         if action == "show":
             entries = cache.show(kernel)
+            _print_skipped(cache, console, "skipped")
             if not entries:
                 console.print(f"no cached kernel named {kernel!r} (or starting with it) in {cache.directory}",
                               markup=False, highlight=False)
@@ -88,4 +93,14 @@ def run(args, console=None) -> int:
     what = "failed config(s)" if args.failures else "config(s)"
     scope = f" of {kernel!r}" if kernel else ""
     console.print(f"removed {n} cached {what}{scope} from {cache.directory}", markup=False, highlight=False)
+    if cache.skipped:
+        _print_skipped(cache, console, "not cleared")
+        return _status.USAGE
     return _status.OK
+
+
+def _print_skipped(cache, console, verb: str) -> None:
+    """One line per cache file a command could not use, with why (nothing was changed in it)."""
+    from ..report.terminal import safe
+    for path, why in cache.skipped:
+        console.print(f"{verb}: {safe(os.path.basename(path))}: {safe(why)}", markup=False, highlight=False)

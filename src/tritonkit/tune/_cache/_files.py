@@ -103,13 +103,16 @@ class CacheFiles:
         return TuneCacheError(f"tuning cache: {what} {where}: {e.strerror or e}. Choose another cache directory "
                               f"with the {ENV_DIR} environment variable (or the cache directory argument).")
 
-    def read(self, path: str) -> Optional[Dict[str, Any]]:
-        """The parsed, validated document at ``path`` (None when there is none); a corrupt file is
-        moved aside (under the lock, with a :class:`TuneCacheWarning`) and None returned. Documents
-        are remembered until the file changes (inode, mtime, size).
+    def read(self, path: str, repair: bool = True) -> Optional[Dict[str, Any]]:
+        """The parsed, validated document at ``path`` (None when there is none). A corrupt file is
+        moved aside (under the lock, with a :class:`TuneCacheWarning`) and None returned; with
+        ``repair=False`` (what read-only commands use) nothing is touched: the file is left where it
+        is and :class:`TuneCacheError` says what is wrong with it. Documents are remembered until
+        the file changes (inode, mtime, size).
 
         Raises:
-            TuneCacheError: the file exists but cannot be read.
+            TuneCacheError: the file exists but cannot be read (a directory, no permission), or is
+                corrupt and ``repair`` is False.
             MissingDependency: the file is corrupt and filelock, needed to move it aside, is missing.
         """
         try:
@@ -129,6 +132,8 @@ class CacheFiles:
                 with self._memo_lock:
                     self._memo[path] = (sig, doc)
             return doc
+        if not repair:
+            raise TuneCacheError(f"{path}: {problem}")
         with self.lock(path):  # re-check under the lock: a writer may have replaced it meanwhile
             doc, problem = self.load(path)
             if problem is not None:
@@ -148,6 +153,8 @@ class CacheFiles:
                 raw = f.read()
         except FileNotFoundError:
             return None, None
+        except IsADirectoryError:
+            raise TuneCacheError(f"{path}: a directory, not a cache file") from None
         except OSError as e:
             raise self.error("cannot read", e, path) from e
         try:
@@ -235,8 +242,11 @@ class CacheFiles:
             raise TuneCacheError(f"tuning cache: waited {self.lock_timeout:g} s for the lock {path}.lock held by "
                                  f"another process; if no tuner is running, delete the lock file, or choose "
                                  f"another cache directory with {ENV_DIR}") from e
-        except PermissionError as e:
-            raise self.error("cannot write", e, path) from e
+        except TuneCacheError:
+            raise
+        except OSError as e:  # a lock file that is a symlink (ELOOP), a read-only directory, ...
+            raise self.error("cannot lock or write", e, path + (".lock" if e.filename == path + ".lock" else "")) \
+                from e
 
     def write(self, path: str, doc: Dict[str, Any]) -> None:
         """Atomically replace ``path`` with ``doc`` as strict JSON (:func:`tritonkit._io.atomic_write`,

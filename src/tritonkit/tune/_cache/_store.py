@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .._result import Trial
 from .._space import Point, point_key
-from ._files import DEFAULT_LOCK_TIMEOUT_S, CacheFiles, default_cache_dir
+from ._files import DEFAULT_LOCK_TIMEOUT_S, CacheFiles, TuneCacheError, default_cache_dir
 from ._format import (CacheEntry, KernelId, cached_trial, drop_empty, identity_digest, key_str, new_doc, summaries,
                       trial_record, winner_key, winner_record)
 from ._journal import RecoveredTrial, dead_markers, in_flight_marker, recover_dead, this_host
@@ -35,12 +35,19 @@ class TuneCache:
     Every method is safe to call from several processes and threads at once. Writing needs
     filelock (``pip install 'tritonkit[tune]'``; without it a write raises
     :class:`~tritonkit._imports.MissingDependency`). Times are in ms.
+
+    Attributes:
+        skipped: after :meth:`entries`, :meth:`show` or :meth:`clear`, the files they could not use,
+            as ``(path, why)`` (a corrupt file, a directory named like a cache file, a lock that
+            cannot be taken): listing and showing change nothing on disk, and one bad file does not
+            stop the others from being listed or cleared.
     """
 
     def __init__(self, directory: Optional[Union[str, os.PathLike]] = None, *,
                  lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S, durable: bool = False):
         where = os.path.abspath(os.fspath(directory)) if directory is not None else default_cache_dir()
         self._disk = CacheFiles(where, lock_timeout, durable)
+        self.skipped: List[Tuple[str, str]] = []
 
     @property
     def directory(self) -> str:
@@ -243,7 +250,11 @@ class TuneCache:
             TuneCacheError: the cache directory or a file cannot be read or written.
         """
         removed = 0
+        self.skipped = []
         for path in self._select(kernel):
+            if os.path.isdir(path):
+                self.skipped.append((path, "a directory, not a cache file"))
+                continue
             count = [0]
 
             def update(doc):
@@ -258,7 +269,11 @@ class TuneCache:
                 count[0] = sum(len(b) for b in doc["entries"].values())
                 return "remove"
 
-            self._disk.update(path, update, create=False)
+            try:
+                self._disk.update(path, update, create=False)
+            except TuneCacheError as e:  # the others are still cleared; the caller says which was not
+                self.skipped.append((path, str(e)))
+                continue
             removed += count[0]
         return removed
 
@@ -350,8 +365,9 @@ class TuneCache:
             TuneCacheError: the cache directory cannot be listed or a file cannot be read.
         """
         out: List[CacheEntry] = []
+        self.skipped = []
         for path in self._disk.list():
-            doc = self._disk.read(path)
+            doc = self._read_only(path)
             if doc is not None:
                 out.extend(summaries(doc, path))
         out.sort(key=lambda e: (e.kernel, e.device, e.triton, e.source_hash, e.key))
@@ -372,8 +388,9 @@ class TuneCache:
             TuneCacheError: the cache directory cannot be listed or a file cannot be read.
         """
         out: List[CacheEntry] = []
+        self.skipped = []
         for path in self._select(kernel):
-            doc = self._disk.read(path)
+            doc = self._read_only(path)
             if doc is not None:
                 out.extend(summaries(doc, path))
         out.sort(key=lambda e: (e.kernel, e.device, e.triton, e.source_hash, e.key))
@@ -391,11 +408,22 @@ class TuneCache:
             return files
         named = []
         for path in files:
-            doc = self._disk.read(path)
+            doc = self._read_only(path)
             if doc is not None:
                 named.append((doc["kernel"], path))
         exact = [p for n, p in named if n == kernel]
         return exact or [p for n, p in named if n.startswith(kernel)]
+
+    def _read_only(self, path: str):
+        """The document at ``path`` for a command that only reads (list, show, selecting what to
+        clear): nothing is moved, renamed or locked; a file that cannot be used is skipped and
+        noted in :attr:`skipped` as ``(path, why)``."""
+        try:
+            return self._disk.read(path, repair=False)
+        except TuneCacheError as e:
+            if (path, str(e)) not in self.skipped:
+                self.skipped.append((path, str(e)))
+            return None
 
     def _update(self, kernel_id: KernelId, fn, create: bool = True) -> None:
         """Read-modify-write ``kernel_id``'s file (a new document where there is none)."""
