@@ -27,7 +27,10 @@ def atomic_write(path: str, write: Callable[[IO], None], binary: bool = False, d
     directory = os.path.dirname(os.path.abspath(path)) or "."
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=directory)
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as fh:
+        # text: UTF-8; a character it cannot encode (a file name's undecodable byte, held as a lone
+        # surrogate) is written as a \udcXX escape rather than failing the whole write
+        with os.fdopen(fd, "wb" if binary else "w",
+                       **({} if binary else {"encoding": "utf-8", "errors": "backslashreplace"})) as fh:
             if hasattr(os, "fchmod"):
                 os.fchmod(fh.fileno(), file_mode(path))
             write(fh)

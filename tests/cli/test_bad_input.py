@@ -269,3 +269,17 @@ def test_cache_clear_clears_what_it_can_and_names_what_it_could_not(tmp_path, ca
     assert "removed 2 cached config(s)" in out and "not cleared: beta-" in out
     assert [p.name.split("-")[0] for p in d.glob("*.json")] == ["beta"]  # alpha and gamma went
     assert target.read_text() == "keep"
+
+
+def test_the_doctor_reports_a_script_whose_name_is_not_utf8(tmp_path, monkeypatch):
+    """Undecodable bytes in the script's name or arguments (held by Python as lone surrogates) are
+    written into the report as \\udcXX escapes, not a UnicodeEncodeError with no report."""
+    import os
+    raw = os.path.join(os.fsencode(str(tmp_path)), b"s\xff.py")
+    with open(raw, "w") as fh:
+        fh.write("print('hi')\n")
+    monkeypatch.setattr("tritonkit.doctor.gpu_present", lambda: False)
+    out = tmp_path / "out"
+    assert main(["doctor", "--out", str(out), "--", "python", os.fsdecode(raw), "arg\udcfe"]) == 0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "s\\udcff.py" in html

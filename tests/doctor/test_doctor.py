@@ -140,3 +140,32 @@ def test_a_step_past_the_timeout_is_failed_and_the_next_steps_still_run(tmp_path
     steps = run_doctor(_ns(tmp_path, timeout=5.0), ["python", "x.py"], gpu=True, run=fake, log=lambda m: None)
     assert [(s.name, s.status) for s in steps] == [("check", "ran"), ("tune", "failed"), ("profile", "ran")]
     assert "--timeout 5 s" in steps[1].why
+
+
+def test_ctrl_c_ends_the_running_step_skips_the_rest_and_keeps_what_ran(tmp_path):
+    class _Interrupted(_FakeRun):
+        def __call__(self, cmd, timeout=None, env=None):
+            if cmd[3] == "tune":
+                self.commands.append(cmd)
+                raise KeyboardInterrupt
+            return super().__call__(cmd, timeout, env)
+    fake = _Interrupted(data={"check": CHECK})
+    steps = run_doctor(_ns(tmp_path), ["python", "x.py"], gpu=True, run=fake, log=lambda m: None)
+    assert [(s.name, s.status) for s in steps] == [("check", "ran"), ("tune", "failed"), ("profile", "skipped")]
+    assert steps[1].why == "interrupted (Ctrl-C)" and steps[1].exit_code == 130
+    assert "interrupted" in steps[2].why and len(fake.commands) == 2  # profile never started
+    report = build_report(steps, ["python", "x.py"])
+    assert report.check is not None and report.check.findings  # what ran is in the report
+
+
+def test_the_doctor_command_writes_the_report_and_exits_130_on_ctrl_c(tmp_path, monkeypatch, capsys):
+    from tritonkit.cli import main
+    from tritonkit.doctor import StepResult
+    script = tmp_path / "s.py"
+    script.write_text("print('hi')\n")
+    monkeypatch.setattr("tritonkit.doctor.run_doctor", lambda *a, **k: [
+        StepResult("check", "failed", why="interrupted (Ctrl-C)", exit_code=130),
+        StepResult("tune", "skipped", why="not run: the doctor was interrupted (Ctrl-C)"),
+        StepResult("profile", "skipped", why="not run: the doctor was interrupted (Ctrl-C)")])
+    assert main(["doctor", "--out", str(tmp_path / "out"), "--", "python", str(script)]) == 130
+    assert (tmp_path / "out" / "report.html").exists() and "interrupted (Ctrl-C)" in capsys.readouterr().out

@@ -88,6 +88,9 @@ def run(args, console=None) -> int:
     write_report(report, html)
     console.print(summary(steps, report))
     console.print(f"report: {html}")
+    if any(s.why.startswith("interrupted") for s in steps):
+        console.print("interrupted (Ctrl-C): the report has what ran until then")
+        return _status.INTERRUPTED
     check = report.check
     if check and check.findings:
         return _status.FINDINGS

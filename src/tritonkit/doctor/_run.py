@@ -49,6 +49,10 @@ def _child_env() -> Dict[str, str]:
     return env
 
 
+#: a step's exit status when Ctrl-C ended it (128 + SIGINT, as a shell reports it)
+INTERRUPTED = 130
+
+
 def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
                run: Callable[..., subprocess.CompletedProcess] = subprocess.run, log=print) -> List[StepResult]:
     """Run the steps of the doctor; returns what each did.
@@ -64,11 +68,16 @@ def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
 
     Returns:
         One :class:`~tritonkit.doctor.StepResult` per step of :data:`STEPS`, in order (times in s).
+        A Ctrl-C ends the running step (its ``why`` starts with ``interrupted``) and skips the rest.
     """
     gpu = gpu_present() if gpu is None else gpu
     skip = {s.strip() for s in ns.skip.split(",") if s.strip()}
     out: List[StepResult] = []
+    interrupted = False
     for step in STEPS:
+        if interrupted:
+            out.append(StepResult(step, "skipped", why="not run: the doctor was interrupted (Ctrl-C)"))
+            continue
         if step in skip:
             out.append(StepResult(step, "skipped", why="left out with --skip"))
             continue
@@ -88,9 +97,16 @@ def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
             code = proc.returncode
         except subprocess.TimeoutExpired:
             code = None
+        except KeyboardInterrupt:  # the step (same process group) got the Ctrl-C too and has ended
+            interrupted, code = True, INTERRUPTED
         secs = time.perf_counter() - t0
         command = shlex.join(["tritonkit", *cmd[3:]])
-        if code is None:
+        if interrupted:
+            done = os.path.exists(path)
+            out.append(StepResult(step, "ran" if done else "failed", json=path if done else None, seconds=secs,
+                                  exit_code=code, command=command,
+                                  why="interrupted (Ctrl-C)" + (": its results until then" if done else "")))
+        elif code is None:
             out.append(StepResult(step, "failed", why=f"stopped after --timeout {ns.timeout:g} s", seconds=secs,
                                   command=command))
         elif not os.path.exists(path):
