@@ -439,3 +439,42 @@ def test_findings_on_one_line_from_tensors_of_different_shapes_are_not_folded_to
         _overrun_by_8[(1,)](torch.zeros(16), 16, BLOCK=32)  # the first tensor's shape again: folded with it
     got = [(f.tensor["shape"], f.launches, f.count) for f in s.findings]
     assert got == [([16], 2, 16), ([4, 6], 1, 8)], got  # launches, lanes
+
+
+@triton.jit
+def _wait_for_a_later_program(flag_ptr, out_ptr, VOLATILE: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid == 0:
+        if VOLATILE:
+            while tl.load(flag_ptr, volatile=True) == 0:  # LINE: poll_load
+                pass
+        else:
+            while tl.atomic_add(flag_ptr, 0) == 0:  # LINE: poll_atomic
+                pass
+        tl.store(out_ptr, 1)
+    else:
+        tl.atomic_xchg(flag_ptr, 1)
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+@pytest.mark.parametrize("volatile", [False, True])
+def test_a_program_waiting_for_a_later_one_is_stopped_as_stalled_not_left_hanging(line_of, engine, volatile):
+    flag, out = torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    with pytest.raises(CheckAborted, match="stalled"):
+        with checking(engine=engine, stall_polls=500) as s:
+            _wait_for_a_later_program[(2,)](flag, out, VOLATILE=volatile)
+    (f,) = s.findings
+    site = "poll_load" if volatile else "poll_atomic"
+    assert (f.kind, f.reason, f.line) == ("timeout", "stalled", line_of(_wait_for_a_later_program, site))
+    assert "500 times while nothing wrote to memory" in f.message and f.program_ids == [[0]]
+    # once the flag is set the poll ends at once: no stall, however low the limit
+    flag.fill_(1)
+    with checking(engine=engine, stall_polls=2) as s2:
+        _wait_for_a_later_program[(2,)](flag, out, VOLATILE=volatile)
+    assert not s2.findings and out.item() == 1
+
+
+def test_stall_polls_is_validated():
+    with pytest.raises(ValueError, match="stall_polls"):
+        with checking(stall_polls=-1):
+            pass

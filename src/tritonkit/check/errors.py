@@ -31,6 +31,16 @@ class LaunchTimeout(BaseException):
     """The launch ran longer than the session's ``timeout`` (raised by its timer in the main thread)."""
 
 
+class LaunchStalled(LaunchTimeout):
+    """A program polled one address ``polls`` times while nothing changed memory: it waits for a
+    value that no program running one at a time will ever write (a spin on a flag a later program
+    sets). ``message`` says where."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class Divergence(BaseException):
     """Python control flow on a value that differs between the programs of a batch (batched engine).
 

@@ -52,6 +52,7 @@ class CheckOptions:
         access_maps: launches of each kernel that get access maps (0: no byte counts or maps).
         children: check the program's Python child processes too.
         outputs: ``"checked"`` or ``"gpu"``, as :func:`tritonkit.check.checking` takes it.
+        stall_polls: as :func:`tritonkit.check.checking` takes it (None: its default).
     """
 
     checks: Optional[List[str]] = None
@@ -64,6 +65,7 @@ class CheckOptions:
     access_maps: int = 0
     children: bool = True
     outputs: str = "checked"
+    stall_polls: Optional[int] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """Plain JSON data."""
@@ -98,7 +100,7 @@ class CheckOptions:
         """The keyword arguments of :func:`~tritonkit.check.checking` (``child``: no pdb there)."""
         return dict(checks=self.check_list(), nan=self.nan, stop_on_first=self.stop_on_first, timeout=self.timeout,
                     pdb=self.pdb and not child, engine=self.engine, batch_memory=self.batch_memory,
-                    outputs=self.outputs)
+                    outputs=self.outputs, stall_polls=self.stall_polls)
 
 
 # ------------------------------------------------------------------------------------ the environment

@@ -15,6 +15,10 @@ from .results import CheckReport, KernelSummary, LaunchRecord, kernel_summaries,
 __all__ = ["CheckSession", "checking", "check_launch", "active_session", "ENGINES"]
 
 ENGINES = ("auto", "sequential")
+#: polls of one address with no write in between after which a program counts as stalled: a spin
+#: on a flag ends at once when the flag is already set, and a real kernel's loop reads new addresses
+#: or writes; at ~20-50 us a poll one at a time, about 2-5 s before the launch is stopped
+DEFAULT_STALL_POLLS = 100_000
 #: where a launch's tensors get their results from (see :class:`CheckSession`'s ``outputs``)
 OUTPUTS = ("checked", "gpu")
 
@@ -46,6 +50,10 @@ class CheckSession:
             had no finding is checked in the interpreter and then run natively, and its tensors get
             the GPU's results (bit for bit what the program gets without tritonkit); a launch with
             findings keeps the interpreter's results, where the offending lanes were dropped.
+        stall_polls: a program that makes the same load or atomic at the same addresses this many
+            times in a row while nothing writes to memory is stopped with a ``timeout`` finding
+            (``reason="stalled"``): it waits for a value only another program could write, and
+            programs run one at a time (a spin on a flag a later program sets). 0 turns it off.
         journal: a :class:`~tritonkit.check.journal.Journal` that every finding is written to as it
             is found (and launch records as they end), so that another process can report them
             even if this one ends hard; None for none.
@@ -57,7 +65,8 @@ class CheckSession:
 
     def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
                  timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
-                 batch_memory: Optional[int] = None, journal=None, outputs: str = "checked") -> None:
+                 batch_memory: Optional[int] = None, journal=None, outputs: str = "checked",
+                 stall_polls: int = DEFAULT_STALL_POLLS) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if outputs not in OUTPUTS:
@@ -67,6 +76,9 @@ class CheckSession:
         if timeout == float("inf"):
             timeout = None
         self.outputs = outputs
+        if not isinstance(stall_polls, int) or stall_polls < 0:
+            raise ValueError(f"stall_polls must be a number of polls, 0 or more, not {stall_polls!r}")
+        self.stall_polls = stall_polls
         if batch_memory is not None and (not isinstance(batch_memory, int) or batch_memory <= 0):
             raise ValueError(f"batch_memory must be a positive number of bytes, not {batch_memory!r}")
         self.engine = engine
@@ -202,7 +214,8 @@ def _on_stack(frame) -> bool:
 @contextlib.contextmanager
 def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
              timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
-             batch_memory: Optional[int] = None, journal=None, outputs: str = "checked") -> Iterator[CheckSession]:
+             batch_memory: Optional[int] = None, journal=None, outputs: str = "checked",
+             stall_polls: Optional[int] = None) -> Iterator[CheckSession]:
     """Check every Triton kernel launched inside the ``with`` block on the CPU.
 
     Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
@@ -222,6 +235,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         batch_memory: the most bytes one value of a batch may take (None: 64 MiB).
         outputs: ``"checked"`` (tensors get the interpreter's results) or ``"gpu"`` (a launch on CUDA
             tensors with no finding also runs natively, and its tensors get the GPU's results).
+        stall_polls: polls of one address with no write in between after which a program is
+            stopped as stalled (None: 100000; 0: never).
         journal: a :class:`~tritonkit.check.journal.Journal` to write every finding to as it is
             found (None: none; ``tritonkit check`` and its child processes journal).
 
@@ -242,7 +257,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         assert not session.findings
     """
     session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan,
-                           engine=engine, batch_memory=batch_memory, journal=journal, outputs=outputs)
+                           engine=engine, batch_memory=batch_memory, journal=journal, outputs=outputs,
+                           stall_polls=DEFAULT_STALL_POLLS if stall_polls is None else stall_polls)
     activate(session)
     intercept.install()
     started: List[Check] = []

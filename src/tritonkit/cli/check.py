@@ -67,6 +67,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     c.add_argument("--outputs", choices=("checked", "gpu"), default="checked",
                    help="where a launch on CUDA tensors gets its results: checked (default: the interpreter's) or "
                         "gpu (checked, then run natively when it had no finding: the program sees the GPU's results)")
+    c.add_argument("--stall-polls", type=int, metavar="N", default=None,
+                   help="stop a program that makes the same load or atomic at the same addresses N times in a row "
+                        "while nothing writes to memory (it waits for another program: a spin on a flag), with a "
+                        "timeout finding; default 100000, 0 never")
     c.add_argument("--no-children", action="store_true",
                    help="do not check the Python processes the script starts (subprocess, multiprocessing); by "
                         "default each is checked and its findings are reported with its pid and command line")
@@ -108,11 +112,14 @@ def _options(args):
         raise BadUsage(f"--timeout must be a positive number of seconds (or inf for no limit), not {args.timeout}")
     if args.batch_memory is not None and args.batch_memory <= 0:
         raise BadUsage("--batch-memory MB: a positive number of MiB")
+    if args.stall_polls is not None and args.stall_polls < 0:
+        raise BadUsage("--stall-polls N: a number of polls, 0 (never stop) or more")
     timeout = None if args.timeout == float("inf") else args.timeout
     return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=timeout,
                         pdb=args.pdb, engine=args.engine,
                         batch_memory=args.batch_memory << 20 if args.batch_memory else None,
-                        access_maps=args.access_maps, children=not args.no_children, outputs=args.outputs)
+                        access_maps=args.access_maps, children=not args.no_children, outputs=args.outputs,
+                        stall_polls=args.stall_polls)
 
 
 def _list_checks() -> int:

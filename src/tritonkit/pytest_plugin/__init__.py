@@ -50,6 +50,9 @@ def pytest_addoption(parser) -> None:
                 help="with --tritonkit: where a launch on CUDA tensors gets its results: gpu (default: checked in "
                      "the interpreter, then run natively, so tests see the GPU's results; a launch with findings "
                      "keeps the interpreter's) or checked (the interpreter's results)")
+    g.addoption("--tritonkit-stall-polls", type=int, metavar="N", default=None,
+                help="with --tritonkit: stop a program that polls one address N times while nothing writes "
+                     "(default 100000, 0 never)")
     g.addoption("--tritonkit-batch-memory", type=int, metavar="MB", default=None,
                 help="with --tritonkit: the most memory one value of a batch of programs may take, in MiB (default 64)")
 

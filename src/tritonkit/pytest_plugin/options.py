@@ -63,7 +63,8 @@ def options_from(config):
                         engine=config.getoption("tritonkit_engine"), timeout=timeout,
                         batch_memory=batch << 20 if batch else None,
                         children=not config.getoption("tritonkit_no_children"),
-                        outputs=config.getoption("tritonkit_outputs"))
+                        outputs=config.getoption("tritonkit_outputs"),
+                        stall_polls=_stall_polls(config))
 
 
 def marker_options(item, base) -> Optional[Any]:
@@ -99,3 +100,15 @@ def marker_options(item, base) -> Optional[Any]:
         if out.checks is not None and out.nan and NanInfCheck.kind not in out.checks:
             out.checks = [*out.checks, NanInfCheck.kind]
     return out
+
+
+def _stall_polls(config):
+    """``--tritonkit-stall-polls`` (None: the default).
+
+    Raises:
+        pytest.UsageError: a negative number.
+    """
+    value = config.getoption("tritonkit_stall_polls")
+    if value is not None and value < 0:
+        raise pytest.UsageError("--tritonkit-stall-polls N: a number of polls, 0 (never stop) or more")
+    return value

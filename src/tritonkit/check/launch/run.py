@@ -14,7 +14,7 @@ import triton
 
 from ..checks.launch_errors import KernelError, Timeout, Unsupported
 from ..engine import BatchedEngine, Engine, SequentialEngine
-from ..errors import CheckAborted, InternalError, LaunchTimeout, StaticAssertFailed, UsageError
+from ..errors import CheckAborted, InternalError, LaunchStalled, LaunchTimeout, StaticAssertFailed, UsageError
 from ..findings import Violation
 from ..interp.kernels import LOCK, innermost_file, innermost_kernel_frame, rewritten, traceback_frames
 from ..results import LaunchRecord
@@ -109,11 +109,14 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
                     record.fallback = why
         except LaunchTimeout as e:
             record.status = "aborted"
+            stalled = isinstance(e, LaunchStalled)
             launch.report(Violation(kind=Timeout.kind, kernel=kernel, frames=traceback_frames(e.__traceback__),
                                     program_id=launch.program_id(), access="", masked=False, lanes=0,
-                                    message=f"the launch ran longer than {session.timeout:g} s; "
-                                            f"stopped in program {launch.program_id()[:ndim]}"))
-            raise CheckAborted(f"kernel {kernel} timed out") from None
+                                    reason="stalled" if stalled else "time_limit",
+                                    message=e.message if stalled else
+                                    f"the launch ran longer than {session.timeout:g} s; "
+                                    f"stopped in program {launch.program_id()[:ndim]}"))
+            raise CheckAborted(f"kernel {kernel} {'stalled' if stalled else 'timed out'}") from None
         except StaticAssertFailed:
             record.status = "aborted"
             raise

@@ -14,6 +14,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..errors import LaunchStalled
 from ..findings import Frame, Violation
 from ..interp.builder import Access, CheckedBuilder
 from ..interp.kernels import kernel_frame, kernel_frames, user_code
@@ -89,6 +90,8 @@ class Launch:
         self.entry_frame = None
         self.fp_fusion = default_fp_fusion()
         self.found = False  # a finding was reported for this launch
+        self.stall_polls = getattr(session, "stall_polls", 0)
+        self._poll = (None, -1, 0)  # (what was polled, memory changes then, polls since)
         self._site_ids: Dict[tuple, int] = {}
         self._sites: List[Tuple[str, List[Frame]]] = []
 
@@ -222,7 +225,29 @@ class Launch:
             hook(self, acc, res)
         if self.tx is not None and res.n:
             self.tx.on_access(self, acc.kind, res, acc.size)
+        if self.stall_polls and acc.kind != "store" and addrs.size <= 1024:
+            self._watch_poll(acc, addrs)
         return res
+
+    def _watch_poll(self, acc: Access, addrs: np.ndarray) -> None:
+        """Count how often the running program makes the same load or atomic at the same addresses
+        while no write changes memory; past ``stall_polls`` it can only be waiting for another
+        program, which one at a time never runs: raise :class:`LaunchStalled`."""
+        who = self.pid_linear if self.batch is None else self.batch.pids.tobytes()
+        what = (acc.op, who, addrs.tobytes())
+        seen, changes, polls = self._poll
+        if what != seen or changes != self.space.changes:
+            self._poll = (what, self.space.changes, 1)
+            return
+        self._poll = (seen, changes, polls + 1)
+        if polls + 1 >= self.stall_polls:
+            here = self.here()
+            at = here[0].at() if here else "?"
+            raise LaunchStalled(
+                f"program {self.program_id()[: max(1, self.grid_ndim)]} made the same {acc.op} at {at} "
+                f"{polls + 1} times while nothing wrote to memory: it waits for a value another program "
+                f"would write, and programs run one at a time here (a program that spins on a flag a "
+                f"later program sets can also hang a GPU, where that program may not be resident)")
 
     def count_flops(self, n: int, elem_ty, operands=()) -> None:
         """Add ``n`` floating-point operations on operands of Triton type ``elem_ty`` to the record.

@@ -148,6 +148,9 @@ class AddressSpace:
         self.storages: Dict[Tuple[str, int], HostStorage] = {}
         # while the batched engine runs a transaction: the undo list every write is journaled into
         self.journal: Optional[list] = None
+        #: writes that changed memory so far (stores; atomics that changed a value): a program that
+        #: polls one address while this stays the same is waiting for a change nothing will make
+        self.changes = 0
 
     def _journal(self, storage: HostStorage, arr: np.ndarray, idx) -> None:
         """Remember the values at ``arr[idx]`` (``arr``: ``storage``'s bytes, typed or not; ``idx``
@@ -327,6 +330,7 @@ class AddressSpace:
     def scatter(self, res: Resolved, values_flat: np.ndarray) -> None:
         """Write ``values_flat[lane]`` for the allowed lanes (later lanes win on duplicates)."""
         dtype = values_flat.dtype
+        self.changes += 1
         for region, sel in self._groups(res):
             region.storage.written = True
             vals = values_flat if (sel is None and res.all_lanes) else values_flat[self._lanes(res, sel)]
@@ -371,8 +375,11 @@ class AddressSpace:
             dup = sidx[1:] == sidx[:-1]
             if not dup.any():
                 old = typed[idx].copy()
-                typed[idx] = fn(old, pos)
+                new = fn(old, pos)
+                typed[idx] = new
                 olds[pos] = old
+                if not np.array_equal(np.asarray(new, dtype=typed.dtype).view(np.uint8), old.view(np.uint8)):
+                    self.changes += 1
                 continue
             # lanes that hit one element are applied one after another in lane order: in rounds, the
             # k-th lane of every element in round k
@@ -385,4 +392,5 @@ class AddressSpace:
                 old = typed[i].copy()
                 typed[i] = fn(old, p)
                 olds[p] = old
+                self.changes += 1
         return olds
