@@ -246,7 +246,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
     Raises:
         RuntimeError: if a session is already active (sessions do not nest).
         ValueError: an unknown check kind in ``checks``, an unknown ``engine`` or ``outputs``, a bad
-            ``batch_memory``.
+            ``batch_memory``, or an unknown device model in ``TRITONKIT_DEVICE_MODEL``.
         CheckAborted: out of the block, when a kernel could not finish or ``stop_on_first`` fired;
             the reason is in ``session.findings``.
 
@@ -256,13 +256,15 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
             add_kernel[(4,)](x, y, out, 1000, BLOCK_SIZE=256)
         assert not session.findings
     """
+    from .launch.cpu_driver import device_model
+    device_model()  # a bad TRITONKIT_DEVICE_MODEL is refused before anything is patched
     session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan,
                            engine=engine, batch_memory=batch_memory, journal=journal, outputs=outputs,
                            stall_polls=DEFAULT_STALL_POLLS if stall_polls is None else stall_polls)
     activate(session)
-    intercept.install()
     started: List[Check] = []
     try:
+        intercept.install()
         for check in session.checks:
             check.begin_session(session)
             started.append(check)

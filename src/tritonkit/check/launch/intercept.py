@@ -31,6 +31,7 @@ from ..errors import UsageError
 from ..interp.batched import BatchedBuilder
 from ..interp.kernels import rewritten
 from ..triton_hooks import autotuning
+from . import cpu_driver
 from .active import active_session
 from .autotune import checked_autotune, current_config
 from .run import record_captured, run_launch
@@ -40,7 +41,7 @@ _saved: List[tuple] = []
 
 def _checked_run(self, *args, grid, warmup=False, **kwargs):
     if warmup:
-        return None
+        return WarmedUp(self, kwargs)
     if _capturing():
         return _captured_run(self, args, kwargs, grid)
     session = active_session()
@@ -48,6 +49,39 @@ def _checked_run(self, *args, grid, warmup=False, **kwargs):
     native = _native_launch(self, args, kwargs, grid) if session.outputs == "gpu" and not autotuning.get() else None
     run_launch(session, self.fn, args, kwargs, grid, config=current_config(), jit=self, native=native)
     return None
+
+
+class WarmedUp:
+    """What ``kernel.warmup(...)`` returns under check, in place of a compiled kernel: nothing is
+    compiled on the CPU, so its metadata is a stand-in (32 registers a thread, no spills, no shared
+    memory: what host code reads to size a grid, as Triton's fused-softmax tutorial does), and
+    ``warmed[grid](*args)`` is a checked launch of the kernel.
+
+    Args:
+        jit: the kernel (a ``JITFunction``); kwargs: the keyword arguments given to ``warmup``
+            (meta-parameters such as ``BLOCK_SIZE``), passed on to its launches.
+    """
+
+    n_regs = 32
+    n_spills = 0
+
+    def __init__(self, jit, kwargs) -> None:
+        self.jit = jit
+        self.kwargs = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+        self.metadata = types.SimpleNamespace(shared=0, num_warps=kwargs.get("num_warps", 4),
+                                              num_stages=kwargs.get("num_stages", 3), name=jit.fn.__name__)
+        self.name = jit.fn.__name__
+
+    def _init_handles(self) -> None:
+        pass
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            names = list(self.jit.arg_names)[:len(args)]  # positional arguments the launch gives itself
+            merged = {k: v for k, v in self.kwargs.items() if k not in names}
+            merged.update(kwargs)
+            return self.jit.run(*args, grid=grid, warmup=False, **merged)
+        return launch
 
 
 def _native_launch(self, args, kwargs, grid):
@@ -148,6 +182,7 @@ def install() -> None:
     """Patch Triton's launch paths (idempotent while installed)."""
     if _saved:
         return
+    cpu_driver.install()  # host code asking Triton for the device gets CPU answers where there is no GPU
     _set(_jit.JITFunction, "run", _checked_run)
     _set(_jit.JITFunction, "__call__", _checked_call)
     _set(_interp.InterpretedFunction, "run", _checked_run)
@@ -161,6 +196,7 @@ def install() -> None:
 
 def uninstall() -> None:
     """Restore what :func:`install` patched."""
+    cpu_driver.uninstall()
     while _saved:
         obj, name, value, had = _saved.pop()
         if had:
