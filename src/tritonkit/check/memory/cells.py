@@ -89,6 +89,9 @@ class PagedCells:
         except ValueError:  # a view of the pool is alive elsewhere: grow by copying
             new = np.full(n, init, dtype=dtype)
             new[:start] = old
+        except BaseException:  # out of memory: the pool stays as it was
+            setattr(self, name, old)
+            raise
         setattr(self, name, new)
 
     def index(self, cells: np.ndarray) -> np.ndarray:
