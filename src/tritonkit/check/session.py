@@ -71,10 +71,11 @@ class CheckSession:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if outputs not in OUTPUTS:
             raise ValueError(f"outputs must be one of {', '.join(OUTPUTS)}, not {outputs!r}")
-        if timeout is not None and not timeout > 0:  # NaN too
-            raise ValueError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
-        if timeout == float("inf"):
-            timeout = None
+        from .process import launch_timeout
+        try:
+            timeout = launch_timeout(timeout)
+        except ValueError as e:
+            raise ValueError(f"timeout {e}") from None
         self.outputs = outputs
         if not isinstance(stall_polls, int) or stall_polls < 0:
             raise ValueError(f"stall_polls must be a number of polls, 0 or more, not {stall_polls!r}")

@@ -88,7 +88,7 @@ def _options(args):
     Raises:
         BadUsage: ``--no-checks`` with ``--checks``/``--nan``, an unknown kind, a negative number.
     """
-    from ..check.process import CheckOptions
+    from ..check.process import CheckOptions, launch_timeout
 
     if args.no_checks:
         if args.checks or args.nan:
@@ -108,13 +108,14 @@ def _options(args):
             kinds.append(NanInfCheck.kind)
     if args.access_maps < 0:
         raise BadUsage("--access-maps N: N is a number of launches per kernel, 0 or more")
-    if args.timeout is not None and not args.timeout > 0:  # NaN too
-        raise BadUsage(f"--timeout must be a positive number of seconds (or inf for no limit), not {args.timeout}")
+    try:
+        timeout = launch_timeout(args.timeout)
+    except ValueError as e:
+        raise BadUsage(f"--timeout {e}") from None
     if args.batch_memory is not None and args.batch_memory <= 0:
         raise BadUsage("--batch-memory MB: a positive number of MiB")
     if args.stall_polls is not None and args.stall_polls < 0:
         raise BadUsage("--stall-polls N: a number of polls, 0 (never stop) or more")
-    timeout = None if args.timeout == float("inf") else args.timeout
     return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=timeout,
                         pdb=args.pdb, engine=args.engine,
                         batch_memory=args.batch_memory << 20 if args.batch_memory else None,

@@ -68,10 +68,11 @@ def run(args, console=None) -> int:
         raise BadUsage(f"--skip: unknown step {', '.join(unknown)}; choose from {', '.join(STEPS)}")
     if args.access_maps < 0:
         raise BadUsage("--access-maps N: N is a number of launches per kernel, 0 or more")
-    if args.timeout is not None and not args.timeout > 0:  # NaN too
-        raise BadUsage(f"--timeout must be a positive number of seconds (or inf for no limit), not {args.timeout}")
-    if args.timeout == float("inf"):
-        args.timeout = None
+    from ..check.process import launch_timeout
+    try:
+        args.timeout = launch_timeout(args.timeout)
+    except ValueError as e:
+        raise BadUsage(f"--timeout {e}") from None
     try:
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:

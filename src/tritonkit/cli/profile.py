@@ -60,14 +60,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _gpu() -> bool:
-    try:
-        import torch
-        return bool(torch.cuda.is_available())
-    except ImportError:  # pragma: no cover
-        return False
-
-
 def run(args, console=None) -> int:
     """Run ``tritonkit profile``; returns the exit status (see the module).
 
@@ -76,12 +68,11 @@ def run(args, console=None) -> int:
             ``--interpret-limit``, a ``--json`` path whose directory does not exist, or a profile
             that cannot be read.
     """
+    from ..doctor import gpu_present
     from ..profile import ChildMeta, ProfileReport, analyze, identify, read_proton
     from ..profile._calibrate import load
     from ..report.profile import kernel_table, scope_tree
     console = console or make_console()
-    if args.json:
-        writable_path(args.json, "--json")
     meta = ChildMeta(device=args.device)
     status = _status.OK
     work = None
@@ -99,7 +90,7 @@ def run(args, console=None) -> int:
         target = Target.parse(args.target)
         if args.json:
             writable_path(args.json, "--json", target)
-        if not _gpu():
+        if not gpu_present():
             raise BadUsage("no CUDA GPU here (torch.cuda.is_available() is False): profiling needs one. Without a "
                            "GPU, `tritonkit check` runs kernels on the CPU, and `tritonkit profile --from "
                            "FILE.hatchet` analyzes a profile recorded elsewhere. (--counters through Nsight Compute "

@@ -79,7 +79,8 @@ def run(args, console=None) -> int:
     target = Target.parse(args.target)
     if args.json:
         writable_path(args.json, "--json", target)
-    if not os.environ.get("TRITONKIT_TUNE_ON_CPU") and not _gpu():
+    from ..doctor import gpu_present
+    if not os.environ.get("TRITONKIT_TUNE_ON_CPU") and not gpu_present():
         raise BadUsage("no CUDA GPU here (torch.cuda.is_available() is False): tuning times each config on a GPU. "
                        "Without one, the script's @triton.autotune kernels would only run their first config; "
                        "`tritonkit check` runs them on the CPU and checks every config, and `tritonkit distill "
@@ -122,14 +123,6 @@ def run(args, console=None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return status
-
-
-def _gpu() -> bool:
-    try:
-        import torch
-        return bool(torch.cuda.is_available())
-    except ImportError:  # pragma: no cover
-        return False
 
 
 def merge_reports(path: str) -> List:

@@ -41,7 +41,7 @@ def options_from(config):
     Raises:
         pytest.UsageError: an unknown check in ``--tritonkit=KINDS``; a non-positive timeout or batch memory.
     """
-    from ..check.process import CheckOptions
+    from ..check.process import CheckOptions, launch_timeout
     value = config.getoption("tritonkit")
     kinds = None
     if value != DEFAULT_KINDS:
@@ -51,11 +51,10 @@ def options_from(config):
             raise pytest.UsageError(f"--tritonkit={value}: not a list of checks; choose from {', '.join(CHECK_KINDS)} "
                                     "(comma-separated), or give --tritonkit alone for the defaults")
     timeout = config.getoption("tritonkit_timeout")
-    if timeout is not None and not timeout > 0:  # NaN too
-        raise pytest.UsageError(f"--tritonkit-timeout must be a positive number of seconds (or inf for no limit), "
-                                f"not {timeout}")
-    if timeout == float("inf"):
-        timeout = None
+    try:
+        timeout = launch_timeout(timeout)
+    except ValueError as e:
+        raise pytest.UsageError(f"--tritonkit-timeout {e}") from None
     batch = config.getoption("tritonkit_batch_memory")
     if batch is not None and batch <= 0:
         raise pytest.UsageError("--tritonkit-batch-memory MB: a positive number of MiB")
