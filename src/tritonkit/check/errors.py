@@ -1,9 +1,12 @@
-"""Every exception the checked interpreter raises to change the course of a launch or a program.
+"""Every exception the checked interpreter raises to change the course of a launch or a program,
+and the rule for the launch time limit they enforce (:func:`launch_timeout`).
 
 Those a user sees are :class:`CheckAborted` (and its subclasses) and :class:`UsageError`; the rest
 are control flow between the engines and the kernel's body and never leave a launch.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 
 class CheckAborted(BaseException):
@@ -29,6 +32,18 @@ class UsageError(Exception):
 
 class LaunchTimeout(BaseException):
     """The launch ran longer than the session's ``timeout`` (raised by its timer in the main thread)."""
+
+
+def launch_timeout(seconds: Optional[float]) -> Optional[float]:
+    """A launch time limit as given (seconds): the limit, or None for none (None or ``inf``).
+
+    Raises:
+        ValueError: NaN, 0 or less; the message ("must be a positive number of seconds (or inf
+            for no limit), not X") is meant to follow the option's name.
+    """
+    if seconds is not None and not seconds > 0:  # NaN too
+        raise ValueError(f"must be a positive number of seconds (or inf for no limit), not {seconds}")
+    return None if seconds == float("inf") else seconds
 
 
 class LaunchStalled(LaunchTimeout):

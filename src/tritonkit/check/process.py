@@ -26,18 +26,6 @@ from typing import Any, Dict, List, Optional
 
 from .journal import RUN_DIR_ENV, Journal
 
-def launch_timeout(seconds: Optional[float]) -> Optional[float]:
-    """A launch time limit as given (seconds): the limit, or None for none (None or ``inf``).
-
-    Raises:
-        ValueError: NaN, 0 or less; the message ("must be a positive number of seconds (or inf
-            for no limit), not X") is meant to follow the option's name.
-    """
-    if seconds is not None and not seconds > 0:  # NaN too
-        raise ValueError(f"must be a positive number of seconds (or inf for no limit), not {seconds}")
-    return None if seconds == float("inf") else seconds
-
-
 #: the environment variable with a run's :class:`CheckOptions` (JSON), for child processes
 OPTIONS_ENV = "TRITONKIT_CHECK_OPTIONS"
 BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")

@@ -6,7 +6,7 @@ import sys
 from typing import Dict, Iterator, List, Optional
 
 from .checks import KINDS, Check, Hooks, default_checks, kind_of, make_checks
-from .errors import CheckAborted, InternalError
+from .errors import CheckAborted, InternalError, launch_timeout
 from .findings import Finding, FindingLog, Violation
 from .launch import intercept
 from .launch.active import activate, active_session, deactivate
@@ -71,7 +71,6 @@ class CheckSession:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if outputs not in OUTPUTS:
             raise ValueError(f"outputs must be one of {', '.join(OUTPUTS)}, not {outputs!r}")
-        from .process import launch_timeout
         try:
             timeout = launch_timeout(timeout)
         except ValueError as e:

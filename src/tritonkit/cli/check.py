@@ -88,7 +88,8 @@ def _options(args):
     Raises:
         BadUsage: ``--no-checks`` with ``--checks``/``--nan``, an unknown kind, a negative number.
     """
-    from ..check.process import CheckOptions, launch_timeout
+    from ..check.errors import launch_timeout
+    from ..check.process import CheckOptions
 
     if args.no_checks:
         if args.checks or args.nan:

@@ -68,7 +68,7 @@ def run(args, console=None) -> int:
         raise BadUsage(f"--skip: unknown step {', '.join(unknown)}; choose from {', '.join(STEPS)}")
     if args.access_maps < 0:
         raise BadUsage("--access-maps N: N is a number of launches per kernel, 0 or more")
-    from ..check.process import launch_timeout
+    from ..check.errors import launch_timeout
     try:
         args.timeout = launch_timeout(args.timeout)
     except ValueError as e:

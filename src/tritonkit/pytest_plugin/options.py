@@ -41,7 +41,8 @@ def options_from(config):
     Raises:
         pytest.UsageError: an unknown check in ``--tritonkit=KINDS``; a non-positive timeout or batch memory.
     """
-    from ..check.process import CheckOptions, launch_timeout
+    from ..check.errors import launch_timeout
+    from ..check.process import CheckOptions
     value = config.getoption("tritonkit")
     kinds = None
     if value != DEFAULT_KINDS:
