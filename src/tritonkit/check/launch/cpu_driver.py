@@ -50,7 +50,12 @@ class _Utils:
 
 
 class CPUDriver:
-    """The answers Triton's driver gives host code, for a checked run without a GPU (see the module).
+    """The answers Triton's driver gives host code, for a checked run without a GPU (see the module):
+    ``get_active_torch_device()`` is ``torch.device("cpu")``; ``utils.get_device_properties(d)`` the
+    model's dict (bytes, counts, kHz, bits; see :data:`DEVICE_MODELS`); ``get_current_device()``
+    and ``get_current_stream()`` 0; ``get_current_target()`` a CUDA ``GPUTarget`` of the model's
+    compute capability, warp size 32; ``get_benchmarker()`` ``triton.testing.do_bench``; the
+    benchmark cache a 256 MiB CPU int32 tensor. None of them raises.
 
     Args:
         model: a key of :data:`DEVICE_MODELS`.
