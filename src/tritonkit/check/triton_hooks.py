@@ -52,6 +52,17 @@ def _unstale(scope) -> None:
                 scope.set_attr(pkg, name, original)
 
 
+def _import_compiler() -> None:
+    """Import Triton's compiler front end before ``triton.language`` is patched. Its code generator
+    binds ``min``, ``max`` and ``print`` to ``triton.language.core`` functions when it is imported, and
+    Triton imports it lazily (``mangle_type`` of a tensor argument does, through Gluon): imported
+    inside a patched scope, it would keep the interpreter's wrappers for good, and every later native
+    compile of a kernel that calls ``min(...)`` fails (Liger-Kernel's RMSNorm backward on a GPU under
+    ``outputs="gpu"``)."""
+    if "triton.compiler.code_generator" not in sys.modules:
+        import triton.compiler.code_generator  # noqa: F401
+
+
 class patched_language:
     """Triton's language patched for interpretation, with ``builder`` (a
     :class:`~tritonkit.check.interp.builder.CheckedBuilder`) underneath, for a ``with`` block."""
@@ -60,6 +71,7 @@ class patched_language:
         self.builder = builder
 
     def __enter__(self):
+        _import_compiler()
         scope = _interp._LangPatchScope()
         _unstale(scope)
         for lang in (tl, tl.core):
