@@ -278,6 +278,55 @@ def test_a_launch_undone_after_its_journal_became_a_snapshot_is_restored_exactly
     assert len(seen) > 4
 
 
+@triton.jit
+def fill_then_read_first(x, y, n, LAST: tl.constexpr, B: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * B + tl.arange(0, B)
+    v = tl.load(x + offs, mask=offs < n, other=0.0)
+    if pid == LAST:  # the last program also reads the block program 0 wrote: a race, found late
+        v += tl.load(y + tl.arange(0, B))
+    tl.store(y + offs, v + 1, mask=offs < n)
+
+
+@pytest.mark.parametrize("fill", ["empty", "zeros", "full", "random"])
+def test_an_output_that_held_one_value_is_undone_without_a_copy_of_it(monkeypatch, fill):
+    """An output that held one repeated value before the launch wrote it (``torch.empty``, which the
+    uninitialized-read check marks with one value, ``torch.zeros``, ``torch.full``) is kept as that
+    value instead of a copy of the tensor or a journal of its old bytes: undone late in the launch,
+    it is put back exactly, and the replay one program at a time gives that engine's outputs and
+    findings. A tensor of random values is copied as before."""
+    from tritonkit.check.engine import batched as _engine
+    from tritonkit.check.engine.transaction import Transaction
+    sizes = []
+    settle = Transaction.settle
+
+    def spy(self):
+        settle(self)
+        sizes.extend(snap.nbytes for _, snap in self.snapshots.values())
+    monkeypatch.setattr(Transaction, "settle", spy)
+    n_prog, b = 32, 128
+    make = {"empty": lambda n: torch.empty(n), "zeros": torch.zeros, "full": lambda n: torch.full((n,), 7.0),
+            "random": torch.randn}[fill]
+
+    def go():
+        _engine._PER_PROGRAM.clear()
+        torch.manual_seed(0)
+        x = torch.randn(n_prog * b)
+        y = make(n_prog * b)
+        fill_then_read_first[(n_prog,)](x, y, n_prog * b, LAST=n_prog - 1, B=b)
+        return y
+    seq, bat = _both(go, batch_memory=4 * b * 8)
+    assert bat[2][0].engine == "sequential" and "share an element" in bat[2][0].fallback
+    assert [f["kind"] for f in bat[1]] == [f["kind"] for f in seq[1]]
+    assert "data_race" in [f["kind"] for f in bat[1]]
+    assert torch.equal(bat[0], seq[0])
+    assert sizes, "no snapshot was made"
+    if fill == "random":
+        assert max(sizes) == n_prog * b * 4  # a copy of the tensor
+    else:
+        assert max(sizes) <= 8  # one value
+
+
 # --- atomics ---------------------------------------------------------------------------------------
 @triton.jit
 def float_histogram(x, bins, weights, n, NB: tl.constexpr, B: tl.constexpr):

@@ -22,6 +22,28 @@ class Mark(NamedTuple):
     work: Dict
 
 
+#: bytes of a storage compared at a time when looking for one repeated value (an untouched
+#: ``torch.empty``, ``torch.zeros`` or ``torch.full`` output): the look stops at the first that differs
+_FILL_CHUNK = 1 << 22
+
+
+def _fill_value(buf: np.ndarray):
+    """The one value a storage's bytes (``buf``, uint8) repeat, as a length-1 array of the widest
+    unsigned type that tiles them; None when they hold more than one value. Reads at most
+    ``_FILL_CHUNK`` bytes at a time and stops at the first chunk that differs."""
+    n = buf.shape[0]
+    width = next((w for w in (8, 4, 2, 1) if n % w == 0), 1)
+    if n == 0:
+        return None
+    view = buf.view(np.dtype(f"u{width}"))
+    first = view[:1].copy()
+    step = max(1, _FILL_CHUNK // width)
+    for i in range(0, view.shape[0], step):
+        if not (view[i:i + step] == first[0]).all():
+            return None
+    return first
+
+
 def _counts(record, names) -> Dict:
     return {n: dict(v) if isinstance(v, dict) else v for n in names for v in (getattr(record, n),)}
 
@@ -50,13 +72,26 @@ class Transaction:
         self.undo: List[Callable[[], None]] = []
         self.reports: list = []
         self.prints: list = []
-        # storage id -> (storage, a copy of its bytes as they were when the transaction began)
+        # storage id -> (storage, a copy of its bytes as they were when the transaction began, or the
+        # one value they all held then: see _fill_value)
         self.snapshots: Dict[int, Tuple[object, np.ndarray]] = {}
+        # storage id -> the value that storage was filled with before its first write (None: not one value)
+        self._fills: Dict[int, object] = {}
         self._journaled: Dict[int, tuple] = {}  # storage id -> (storage, bytes its journal entries keep alive)
         self._settled = 0  # entries of ``undo`` before this index have been counted
         self._start = _counts(launch.record, WORK + ENGINE)
         launch.tx = self
         launch.space.journal = self.undo
+        launch.space.first_write = self._first_write
+
+    def _first_write(self, storage) -> None:
+        """Before a storage is first written in this transaction: note whether its bytes are one
+        repeated value (an output made by ``torch.empty``, which the uninitialized-read check fills
+        with one marker value, or ``torch.zeros``): then :meth:`settle` keeps that value instead of
+        a copy of the storage or a journal of its old bytes."""
+        key = id(storage)
+        if key not in self._fills:
+            self._fills[key] = _fill_value(storage.buf)
 
     def on_access(self, launch, kind: str, res, size: int) -> None:
         """An access of the running batch (``res`` with at least one lane): the guard enters it.
@@ -104,11 +139,16 @@ class Transaction:
                     n = journaled.get(key, (entry.storage, 0))[1]
                     journaled[key] = (entry.storage, n + entry.nbytes)
         self._settled = len(undo)
-        big = [key for key, (storage, n) in journaled.items() if 2 * n > storage.nbytes]
+        fills = self._fills
+        big = [key for key, (storage, n) in journaled.items()
+               if 2 * n > storage.nbytes or fills.get(key) is not None]
         if not big and not fresh:
             return
         for key in big:
             storage = journaled.pop(key)[0]
+            if fills.get(key) is not None:  # one value before the first write: nothing to copy
+                snaps[key] = (storage, fills[key])
+                continue
             snap = storage.buf.copy()
             for entry in reversed(undo):
                 if isinstance(entry, Write) and entry.storage is storage:
@@ -120,6 +160,8 @@ class Transaction:
     def _end(self) -> None:
         self.launch.tx = None
         self.launch.space.journal = None
+        self.launch.space.first_write = None
+        self._fills.clear()
 
     def rollback(self) -> None:
         """Undo everything and end: the launch is as before the transaction (memory, the checks'
@@ -127,7 +169,10 @@ class Transaction:
         self._end()
         self.rollback_to(Mark(0, 0, 0, self._start))
         for storage, snap in self.snapshots.values():
-            storage.buf[:] = snap
+            if snap.shape[0] == storage.nbytes:
+                storage.buf[:] = snap
+            else:  # one value (see _fill_value), repeated
+                storage.buf.view(snap.dtype)[:] = snap[0]
         self.snapshots.clear()
 
     def commit(self) -> None:

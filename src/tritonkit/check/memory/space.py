@@ -17,7 +17,7 @@ Nothing in this module reports findings: it resolves addresses and moves bytes. 
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -146,8 +146,10 @@ class AddressSpace:
     def __init__(self) -> None:
         self.regions: List[Region] = []
         self.storages: Dict[Tuple[str, int], HostStorage] = {}
-        # while the batched engine runs a transaction: the undo list every write is journaled into
+        # while the batched engine runs a transaction: the undo list every write is journaled into,
+        # and what it is told before a storage's first journaled write (its bytes still untouched)
         self.journal: Optional[list] = None
+        self.first_write: Optional[Callable[[HostStorage], None]] = None
         #: writes that changed memory so far (stores; atomics that changed a value): a program that
         #: polls one address while this stays the same is waiting for a change nothing will make
         self.changes = 0
@@ -156,6 +158,8 @@ class AddressSpace:
         """Remember the values at ``arr[idx]`` (``arr``: ``storage``'s bytes, typed or not; ``idx``
         an index array or a slice) so that the running transaction can put them back."""
         if self.journal is not None:
+            if self.first_write is not None:
+                self.first_write(storage)
             old = arr[idx].copy() if isinstance(idx, slice) else arr[idx]
             if isinstance(idx, np.ndarray) and arr.shape[0] <= np.iinfo(np.int32).max and idx.dtype.itemsize > 4:
                 idx = idx.astype(np.int32)  # kept until the batch settles: half the bytes
