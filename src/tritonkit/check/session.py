@@ -43,7 +43,7 @@ class CheckSession:
         engine: ``"auto"`` (the default: the batched engine, which runs many programs per execution
             of the kernel's body, falling back to one program at a time per launch where it must) or
             ``"sequential"`` (one program at a time, like Triton's interpreter).
-        batch_memory: the most bytes one value of a batch may take (None: 64 MiB); smaller batches
+        batch_memory: the most bytes one value of a batch may take (None: 16 MiB); smaller batches
             use less memory and run slower.
         outputs: ``"checked"`` (the default: a launch's tensors get the interpreter's results) or
             ``"gpu"``: a launch whose tensors are all on a CUDA device, of a compiled kernel, and that
@@ -232,7 +232,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         nan: also report where NaN/Inf values that reach memory were made (``nan_inf``).
         engine: ``"auto"`` (batched, with a per-launch fallback to one program at a time) or
             ``"sequential"`` (always one program at a time).
-        batch_memory: the most bytes one value of a batch may take (None: 64 MiB).
+        batch_memory: the most bytes one value of a batch may take (None: 16 MiB).
         outputs: ``"checked"`` (tensors get the interpreter's results) or ``"gpu"`` (a launch on CUDA
             tensors with no finding also runs natively, and its tensors get the GPU's results).
         stall_polls: polls of one address with no write in between after which a program is

@@ -46,10 +46,13 @@ from .base import Engine
 from .guard import Guard
 from .transaction import Transaction
 
-#: bytes: the largest single value a batch may make. 64 MiB measured against 256 MiB on the CPU
-#: machine (2 cores, 2026-11-24): as fast on the small kernels of benchmarks/check_launch_ms.py,
-#: and on a 8192x32000 fp32 cross-entropy launch 39 s instead of 69 s with +3.2 GiB instead of +5.8
-DEFAULT_BATCH_MEMORY = 64 << 20
+#: bytes: the largest single value a batch may make. Chosen with benchmarks/batch_memory.py on the
+#: CPU machine (2 cores, 2026-11-24; results/batch_memory_cpu.json): 8 and 16 MiB were as fast as
+#: 32 and 64 MiB or faster on every kernel of check_speed.py, and a softmax of 8192x8192 fp32 peaked at
+#: 1.02 GiB with 16 MiB (1.30 GiB with 64 MiB; the plain interpreter 0.79 GiB). 16 rather than 8
+#: leaves kernels with wide blocks twice the programs a batch. (Earlier, 64 MiB against 256 MiB: on a
+#: 8192x32000 fp32 cross-entropy launch 39 s instead of 69 s, +3.2 GiB instead of +5.8.)
+DEFAULT_BATCH_MEMORY = 16 << 20
 _PROBE = 4  # programs in the first batch, which measures the values' size per program
 # the largest value (bytes per program) seen for a compiled kernel's specialization (``Launch.spec_key``):
 # its values are block-shaped, so later launches of it size their first batch from this, without a probe
@@ -75,7 +78,7 @@ class BatchedEngine(Engine):
     """Runs a launch's programs in batches, in one transaction (see the module).
 
     Args:
-        budget: bytes the largest single value of a batch may take (None: 64 MiB).
+        budget: bytes the largest single value of a batch may take (None: 16 MiB).
     """
 
     name = "batched"

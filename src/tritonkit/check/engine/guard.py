@@ -24,6 +24,88 @@ class _Owners(PagedCells):
     _LAZY = {"aseq": (_NONE, np.int32)}  # only once an atomic is entered
 
 
+#: an access is entered as runs (see :class:`_Runs`) while it makes at most one run per this many lanes
+_LANES_PER_RUN = 16
+
+
+class _Runs:
+    """The elements (cells) of one storage that the watched programs have only stored to, as runs:
+    sorted, disjoint intervals of cells, each stored by one program (``lo``, ``hi``: int64 cell
+    bounds, ``hi`` exclusive; ``pid``: int32 execution index). An output written row by row or tile
+    by tile costs a few numbers per program here instead of 5 bytes per element."""
+
+    def __init__(self) -> None:
+        self.lo = np.zeros(0, dtype=np.int64)
+        self.hi = np.zeros(0, dtype=np.int64)
+        self.pid = np.zeros(0, dtype=np.int32)
+
+    def cells(self):
+        """Every cell of the runs (int64) and the program of each (int32), run by run."""
+        lengths = self.hi - self.lo
+        total = int(lengths.sum())
+        starts = np.repeat(self.lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+        return starts + np.arange(total, dtype=np.int64), np.repeat(self.pid, lengths)
+
+    def add(self, lo: np.ndarray, hi: np.ndarray, pid: np.ndarray, why: str) -> None:
+        """Enter the runs one store made (any order; a program may repeat its own cells).
+
+        Raises:
+            Unbatchable: a cell is stored by two programs (in this store or with an earlier one).
+        """
+        lo, hi, pid = _merge_runs(lo, hi, pid, why)
+        if self.lo.shape[0]:
+            first = np.searchsorted(self.hi, lo, side="right")  # the first earlier run that ends after lo
+            end = np.searchsorted(self.lo, hi, side="left")  # ... and the first that starts at or after hi
+            touched = end > first
+            if touched.any():
+                one = touched & (end - first == 1)
+                if (self.pid[first[one]] != pid[one]).any():
+                    raise Unbatchable(f"programs of one launch share an element that one of them writes: {why}")
+                for i in np.flatnonzero(touched & ~one).tolist():
+                    if (self.pid[first[i]:end[i]] != pid[i]).any():
+                        raise Unbatchable(f"programs of one launch share an element that one of them writes: {why}")
+            lo = np.concatenate((self.lo, lo))
+            hi = np.concatenate((self.hi, hi))
+            pid = np.concatenate((self.pid, pid))
+            lo, hi, pid = _merge_runs(lo, hi, pid, why)
+        self.lo, self.hi, self.pid = lo, hi, pid
+
+
+def _merge_runs(lo, hi, pid, why):
+    """Sort runs by their first cell and merge those of one program that overlap.
+
+    Raises:
+        Unbatchable: two runs of different programs overlap.
+    """
+    order = np.argsort(lo, kind="stable")
+    lo, hi, pid = lo[order], hi[order], pid[order]
+    if lo.shape[0] < 2:
+        return lo, hi, pid
+    reach = np.maximum.accumulate(hi)
+    joins = lo[1:] < reach[:-1]  # overlaps a run before it
+    if not joins.any():
+        return lo, hi, pid
+    starts = np.flatnonzero(np.concatenate(([True], ~joins)))
+    if (np.minimum.reduceat(pid, starts) != np.maximum.reduceat(pid, starts)).any():
+        raise Unbatchable(f"programs of one launch share an element that one of them writes: {why}")
+    return lo[starts], np.maximum.reduceat(hi, starts), pid[starts]
+
+
+def _as_runs(cells: np.ndarray, pids: np.ndarray):
+    """The runs (``lo``, ``hi``, ``pid``) of one access's cells, each lane's program in ``pids``:
+    None when they break into more than one run per ``_LANES_PER_RUN`` lanes (scattered accesses
+    are cheaper as cells)."""
+    n = cells.shape[0]
+    if n == 0:
+        return None
+    breaks = np.flatnonzero((np.diff(cells) != 1) | (np.diff(pids) != 0)) + 1
+    if breaks.shape[0] + 1 > max(1, n // _LANES_PER_RUN):
+        return None
+    first = np.concatenate(([0], breaks))
+    last = np.concatenate((breaks, [n])) - 1
+    return cells[first], cells[last] + 1, pids[first]
+
+
 class Guard:
     """Watches the elements a batched run touches for programs that depend on each other (see the
     module). :meth:`access` is called (through the running :class:`~.transaction.Transaction`) by the launch
@@ -45,6 +127,8 @@ class Guard:
         self.pending: Dict[int, list] = {}
         self.pending_lanes = 0
         self.written: set = set()
+        # id(storage) -> _Runs: storages only stored to so far, each program's cells in runs
+        self.runs: Dict[int, _Runs] = {}
 
     def access(self, launch, kind: str, res, size: int) -> None:
         """Enter one access of the running batch (``kind``: ``"load"``, ``"store"`` or ``"atomic"``;
@@ -77,6 +161,18 @@ class Guard:
                 if self.pending_lanes > _PENDING_LANES:
                     self._enter_pending()
                 continue
+            runs = self.runs.get(key)
+            as_runs = kind == "store" and not uniform and size == g
+            if runs is None and as_runs and key not in self.written and key not in self.pending:
+                runs = self.runs[key] = _Runs()  # stored to before any load: an output
+                self.written.add(key)
+            if runs is not None:
+                if as_runs:
+                    cut = _as_runs(off // g, _lane_pids(lanes, res.per, order, off.shape[0]))
+                    if cut is not None:
+                        runs.add(*cut, self.why)
+                        continue
+                self._materialize(key, ncells)  # a load, an atomic or a scattered store: cells from now on
             owners = self._owners(key, ncells)
             if key not in self.written:
                 self.written.add(key)
@@ -84,6 +180,14 @@ class Guard:
                     self._enter_lazy(owners, pending, _LOAD)
                 self.pending_lanes = sum(0 if i[9] else i[1] for v in self.pending.values() for i in v)
             self._enter_lazy(owners, item, {"load": _LOAD, "store": _STORE}.get(kind, _ATOMIC))
+
+    def _materialize(self, key: int, ncells: int) -> None:
+        """Turn a storage's runs into cells (each stored by its run's program)."""
+        runs = self.runs.pop(key)
+        if runs.lo.shape[0]:
+            cells, pids = runs.cells()
+            owners = self._owners(key, ncells)
+            self._enter(owners, owners.index(cells), pids, _STORE, False)
 
     def _owners(self, key: int, ncells: int) -> _Owners:
         owners = self.owners.get(key)

@@ -1,0 +1,62 @@
+"""The batched engine's guard keeps a storage that programs only store to as runs (intervals of
+elements, each stored by one program) instead of 5 bytes per element. Generated stores (hypothesis)
+against a model that keeps every element: the runs raise exactly when two programs store one
+element, and otherwise hold exactly the model's elements and programs."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tritonkit.check.engine.guard import _LANES_PER_RUN, _as_runs, _Runs
+from tritonkit.check.errors import Unbatchable
+
+# one store: lanes (program, first element, elements) of consecutive elements
+_piece = st.tuples(st.integers(0, 5), st.integers(0, 200), st.integers(1, 40))
+_store = st.lists(_piece, min_size=1, max_size=6)
+
+
+def _lanes(store):
+    cells = np.concatenate([np.arange(c0, c0 + n, dtype=np.int64) for _, c0, n in store])
+    pids = np.concatenate([np.full(n, p, dtype=np.int32) for p, _, n in store])
+    return cells, pids
+
+
+def _split(cells, pids):
+    """Runs of consecutive elements of one program, with no limit on how many."""
+    breaks = np.flatnonzero((np.diff(cells) != 1) | (np.diff(pids) != 0)) + 1
+    first = np.concatenate(([0], breaks))
+    last = np.concatenate((breaks, [cells.shape[0]])) - 1
+    return cells[first], cells[last] + 1, pids[first]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_store, min_size=1, max_size=5))
+def test_runs_conflict_exactly_when_two_programs_store_one_element(stores):
+    runs, model = _Runs(), {}
+    for store in stores:
+        cells, pids = _lanes(store)
+        clash = any(model.get(c, p) != p for c, p in zip(cells.tolist(), pids.tolist()))
+        clash = clash or len({(c, p) for c, p in zip(cells.tolist(), pids.tolist())}) != len(set(cells.tolist()))
+        if clash:
+            with pytest.raises(Unbatchable, match="share an element"):
+                runs.add(*_split(cells, pids), "why")
+            return
+        runs.add(*_split(cells, pids), "why")
+        model.update(zip(cells.tolist(), pids.tolist()))
+        got_cells, got_pids = runs.cells()
+        assert dict(zip(got_cells.tolist(), got_pids.tolist())) == model
+        assert got_cells.shape[0] == len(model)  # disjoint runs: no element twice
+        assert (np.diff(runs.lo) > 0).all() and (runs.hi[:-1] <= runs.lo[1:]).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1000)), min_size=1, max_size=200))
+def test_an_access_is_runs_only_when_it_makes_few(lanes):
+    cells = np.array([c for _, c in lanes], dtype=np.int64)
+    pids = np.array([p for p, _ in lanes], dtype=np.int32)
+    cut = _as_runs(cells, pids)
+    lo, hi, pid = _split(cells, pids)
+    if lo.shape[0] > max(1, cells.shape[0] // _LANES_PER_RUN):
+        assert cut is None
+    else:
+        assert cut is not None
+        assert all(np.array_equal(a, b) for a, b in zip(cut, (lo, hi, pid)))
