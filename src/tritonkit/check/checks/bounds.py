@@ -18,7 +18,7 @@ _REASON_TEXT = {
     "before_start": "before the start of",
     "outside_view": "outside the view (inside the storage) of",
     "misaligned": "misaligned in",
-    "no_argument": "outside every tensor argument",
+    "no_argument": "outside every tensor",
 }
 
 
@@ -52,8 +52,10 @@ class BoundsCheck(Check):
         if f.reason == "misaligned":
             return "the address is not a multiple of the element size: check pointer casts and byte offsets"
         if f.reason == "no_argument":
-            return ("the pointer points into no tensor argument: check pointers loaded from memory or "
-                    "built from integers")
+            return ("the address is in no tensor argument and in no live tensor of the program (a raw "
+                    "address from a pointer table resolves to the tensor it points into): check pointers "
+                    "loaded from memory or built from integers, and that the tensors they point to are "
+                    "large enough and still alive")
         if f.reason == "outside_view":
             return ("the address is inside the tensor's storage but not in this view: index with the view's "
                     "strides (x.stride(0)) and bound by its shape, not the underlying tensor's")

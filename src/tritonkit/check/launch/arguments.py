@@ -161,6 +161,83 @@ class ArgMapper:
                 hs.device_storage.copy_(hs.host_storage)
 
 
+class RawPointers:
+    """Raw addresses a kernel loads as integers and uses as pointers (a pointer table of
+    ``t.data_ptr()`` values, as grouped GEMMs and MoE kernels build) resolved to the live tensors
+    they point into: each such tensor is mapped into the launch's address space as one more
+    region (named ``tensor at 0x...``), so its accesses are checked against its bounds and
+    performed, as on the GPU. An address inside no live tensor stays unmapped: an out-of-bounds
+    finding with reason ``no_argument``, and the access is not performed.
+
+    Live tensors are found once per launch, when the first raw address is seen, by walking the
+    objects Python's garbage collector tracks (every ``torch.Tensor`` is one); only tensors on the
+    launch's devices (those of its tensor arguments, the CPU when it has none) are candidates, so
+    a CPU address never resolves into a GPU tensor. Of several views of one storage, the one with
+    the most elements is taken (the base tensor, as a rule): a table of row views is then checked
+    against the whole storage, which never reports a finding the GPU would not show.
+
+    Args:
+        mapper: the launch's :class:`ArgMapper` (maps storages, copies device ones to the host).
+    """
+
+    def __init__(self, mapper: ArgMapper) -> None:
+        self.mapper = mapper
+        self._index = None  # (starts uint64, ends uint64, tensors) sorted by start
+        self._slots: Dict[int, int] = {}  # position in the index -> slot mapped
+
+    def _build(self) -> None:
+        import gc
+        import warnings
+        devices = {("cpu" if hs.device_storage is None else hs.key[0].split(":")[0])
+                   for hs in self.mapper.space.storages.values()} or {"cpu"}
+        best: Dict[tuple, torch.Tensor] = {}
+        with warnings.catch_warnings():  # isinstance() on some objects (deprecated torch aliases) warns
+            warnings.simplefilter("ignore")
+            objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+        for obj in objects:
+            try:
+                if obj.device.type not in devices or obj.layout != torch.strided or obj.numel() == 0:
+                    continue
+                st = obj.untyped_storage()
+                key = (str(obj.device), st.data_ptr(), st.nbytes())
+            except (RuntimeError, NotImplementedError):  # fake, functional, ... tensors: no storage
+                continue
+            if key[1] == 0 or key[2] == 0:
+                continue
+            have = best.get(key)
+            if have is None or obj.numel() > have.numel():
+                best[key] = obj
+        keys = sorted(best, key=lambda k: k[1])
+        self._index = (np.array([k[1] for k in keys], dtype=np.uint64),
+                       np.array([k[1] + k[2] for k in keys], dtype=np.uint64), [best[k] for k in keys])
+
+    def __call__(self, addrs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Per raw address (uint64): the slot of the tensor it points into (0: none) and the address
+        of that tensor's storage's first byte."""
+        if self._index is None:
+            self._build()
+        starts, ends, tensors = self._index
+        slots = np.zeros(addrs.shape[0], dtype=np.int64)
+        bases = np.zeros(addrs.shape[0], dtype=np.int64)
+        if not tensors:
+            return slots, bases
+        at = np.searchsorted(starts, addrs, side="right").astype(np.int64) - 1
+        inside = (at >= 0) & (addrs < ends[np.maximum(at, 0)])
+        for i in np.unique(at[inside]).tolist():
+            slot = self._slots.get(i)
+            if slot is None:
+                t = tensors[i]
+                hs = self.mapper.storage(t)
+                size = t.element_size()
+                region = self.mapper.space.add(f"tensor at {t.data_ptr():#x}", hs, t.storage_offset() * size, size,
+                                               tuple(t.shape), tuple(t.stride()), _dtype_name(t))
+                slot = self._slots[i] = region.slot
+            sel = inside & (at == i)
+            slots[sel] = slot
+            bases[sel] = int(starts[i])
+        return slots, bases
+
+
 def normalize_grid(grid, kernel: str) -> Tuple[Tuple[int, int, int], int]:
     """``grid`` as ``((x, y, z) program counts, how many dims were given)``.
 

@@ -19,7 +19,7 @@ from ..findings import Violation
 from ..interp.kernels import LOCK, innermost_file, innermost_kernel_frame, rewritten, traceback_frames
 from ..results import LaunchRecord
 from ..triton_hooks import patched_language
-from .arguments import ArgMapper, bind_arguments, normalize_grid, scalar_specs, spec_item
+from .arguments import ArgMapper, RawPointers, bind_arguments, normalize_grid, scalar_specs, spec_item
 from .state import Launch
 
 _TRITONKIT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -90,6 +90,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
     fn = rewritten(pyfn)
     specs = scalar_specs(jit, pyfn)
     mapper = ArgMapper(launch.space)
+    launch.space.foreign = RawPointers(mapper)
     start = time.perf_counter()
     timer = _Timer(session.timeout)
     with LOCK:

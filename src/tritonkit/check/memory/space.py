@@ -150,6 +150,10 @@ class AddressSpace:
         # and what it is told before a storage's first journaled write (its bytes still untouched)
         self.journal: Optional[list] = None
         self.first_write: Optional[Callable[[HostStorage], None]] = None
+        #: raw addresses (a pointer table's ``data_ptr()`` values) -> (slot, storage base address) per
+        #: address, slot 0 where none: maps the live tensors they point into (see
+        #: :class:`~tritonkit.check.launch.arguments.RawPointers`); None: not looked up
+        self.foreign: Optional[Callable[[np.ndarray], Tuple[np.ndarray, np.ndarray]]] = None
         #: writes that changed memory so far (stores; atomics that changed a value): a program that
         #: polls one address while this stays the same is waiting for a change nothing will make
         self.changes = 0
@@ -217,7 +221,24 @@ class AddressSpace:
                 return Resolved(lanes, None, off, s0, lo, hi)
         slot = (act >> np.uint64(SLOT_SHIFT)).astype(np.int64)
         off = (act - ((slot.astype(np.uint64) << np.uint64(SLOT_SHIFT)) + np.uint64(SLOT_HALF))).view(np.int64)
+        if self.foreign is not None:
+            self._map_foreign(act, slot, off)
+            if slot.shape[0] and (slot == slot[0]).all() and 1 <= int(slot[0]) <= len(self.regions):
+                return Resolved(lanes, None, off, int(slot[0]), int(off.min()), int(off.max()))
         return Resolved(lanes, slot, off, -1)
+
+    def _map_foreign(self, act: np.ndarray, slot: np.ndarray, off: np.ndarray) -> None:
+        """Lanes in no argument's slot whose address is a raw address inside a live tensor (a
+        pointer table): their slot and offset become that tensor's region's (in place)."""
+        stray = np.flatnonzero((slot < 1) | (slot > len(self.regions)))
+        if stray.shape[0] == 0:
+            return
+        found, base = self.foreign(act[stray])
+        hit = found > 0
+        if hit.any():
+            idx = stray[hit]
+            slot[idx] = found[hit]
+            off[idx] = (act[idx] - base[hit].astype(np.uint64)).view(np.int64)
 
     def in_storage(self, res: Resolved, size: int) -> Optional[np.ndarray]:
         """Lanes whose ``size`` bytes lie inside their slot's storage (the bare safety condition).

@@ -1,0 +1,103 @@
+"""Pointer tables: ``t.data_ptr()`` values gathered into an int64 tensor, loaded by the kernel and
+cast to pointers (grouped GEMMs, MoE kernels). Each raw address resolves to the live tensor it
+points into, is checked against that tensor's bounds and is performed, as on the GPU; only an
+address inside no live tensor is an out-of-bounds finding (``no_argument``), and it is not performed.
+(Before, every table access was a false ``no_argument`` finding and was dropped: Triton's
+grouped-GEMM tutorial never wrote its output under check.)"""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tritonkit.check import checking
+
+
+@triton.jit
+def scale_each(table_ptr, sizes_ptr, BLOCK: tl.constexpr, EXTRA: tl.constexpr):
+    pid = tl.program_id(0)
+    ptr = tl.load(table_ptr + pid).to(tl.pointer_type(tl.float32))
+    n = tl.load(sizes_ptr + pid)
+    offs = tl.arange(0, BLOCK)
+    m = offs < n + EXTRA
+    x = tl.load(ptr + offs, mask=m)
+    tl.store(ptr + offs, x * 2, mask=m)
+
+
+@triton.jit
+def copy_through_table(table_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    src = tl.load(table_ptr + pid).to(tl.pointer_type(tl.float32))
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + pid * BLOCK + offs, tl.load(src + offs, mask=offs < n, other=-1.0))
+
+
+def _run(engine, extra):
+    ts = [torch.arange(5, dtype=torch.float32), torch.ones(3), torch.full((7,), 3.0)]
+    table = torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64)
+    sizes = torch.tensor([t.numel() for t in ts], dtype=torch.int32)
+    with checking(engine=engine) as session:
+        scale_each[(3,)](table, sizes, BLOCK=8, EXTRA=extra)
+    return ts, [f.to_dict() for f in session.findings]
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+def test_a_table_of_data_ptrs_is_resolved_to_its_tensors_and_performed(engine):
+    ts, found = _run(engine, 0)
+    assert found == []
+    assert [t.tolist() for t in ts] == [[0.0, 2.0, 4.0, 6.0, 8.0], [2.0] * 3, [6.0] * 7]
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+def test_an_address_past_a_tables_tensor_is_a_finding_and_the_rest_is_performed(engine):
+    """One lane past the end of each tensor: into no live tensor (each has its own allocation)."""
+    ts, found = _run(engine, 1)
+    assert [t.tolist() for t in ts] == [[0.0, 2.0, 4.0, 6.0, 8.0], [2.0] * 3, [6.0] * 7]
+    assert sorted((f["kind"], f["access"], f["reason"], f["count"]) for f in found) == [
+        ("out_of_bounds", "load", "no_argument", 3), ("out_of_bounds", "store", "no_argument", 3)]
+
+
+def test_rows_of_one_tensor_through_a_table_are_checked_against_the_whole_tensor():
+    """A table of row pointers: a row read past its end stays inside the tensor's allocation (the
+    next row), as on the GPU, where nothing is out of bounds; reads past the last row are."""
+    x = torch.arange(4 * 8, dtype=torch.float32).reshape(4, 8)
+    rows = [x[i] for i in range(4)]
+    table = torch.tensor([r.data_ptr() for r in rows], dtype=torch.int64)
+    out = torch.empty(4 * 16)
+    with checking() as session:
+        copy_through_table[(4,)](table, out, 12, BLOCK=16)
+    found = [f.to_dict() for f in session.findings]
+    flat = x.reshape(-1)
+    for i in range(4):
+        got = out[i * 16:(i + 1) * 16]
+        avail = min(12, 32 - i * 8)  # elements of x left from row i on
+        assert torch.equal(got[:avail], flat[i * 8:i * 8 + avail])
+        assert (got[12:] == -1.0).all()
+    oob = [f for f in found if f["kind"] == "out_of_bounds"]
+    assert len(oob) == 1 and oob[0]["count"] == 4  # the last row's 4 lanes past the tensor's end
+    assert oob[0]["program_ids"] == [[3]]
+
+
+def test_a_pointer_table_is_resolved_under_the_command_line_too(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    script = tmp_path / "table.py"
+    script.write_text(textwrap.dedent('''
+        import torch, triton, triton.language as tl
+
+        @triton.jit
+        def scale_each(table_ptr, n, BLOCK: tl.constexpr):
+            ptr = tl.load(table_ptr + tl.program_id(0)).to(tl.pointer_type(tl.float32))
+            offs = tl.arange(0, BLOCK)
+            tl.store(ptr + offs, tl.load(ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+        ts = [torch.ones(4), torch.full((4,), 2.0)]
+        table = torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64)
+        scale_each[(2,)](table, 4, BLOCK=4)
+        print("RESULT", [t.tolist() for t in ts])
+    '''))
+    proc = subprocess.run([sys.executable, "-m", "tritonkit", "check", "--", sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "RESULT [[2.0, 2.0, 2.0, 2.0], [4.0, 4.0, 4.0, 4.0]]" in proc.stdout
+    assert "no findings" in proc.stdout
