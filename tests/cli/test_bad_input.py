@@ -16,7 +16,7 @@ def script(tmp_path):
     return p
 
 
-@pytest.mark.parametrize("command", [["check"], ["tune"]])
+@pytest.mark.parametrize("command", [["check"], ["tune"], ["profile"]])
 def test_an_output_path_that_is_the_script_is_refused_and_the_script_kept(script, capfd, command, monkeypatch):
     monkeypatch.chdir(script.parent)
     assert main([*command, "--json", "victim.py", "--", "python", "victim.py"]) == 2
