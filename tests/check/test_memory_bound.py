@@ -5,12 +5,15 @@ the output's old contents as one value (not a copy), the guard keeps the rows ea
 as runs (not 5 bytes an element), and batches are sized by the budget. (The issue's figure: a
 softmax of 8192x8192 took 2.51 GiB against the plain interpreter's 0.82; see docs/benchmarks.md.)"""
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
+
 _CHILD = textwrap.dedent('''
-    import json, resource, sys
+    import json, sys
     import torch, triton, triton.language as tl
     from tritonkit.check import checking
 
@@ -24,6 +27,10 @@ _CHILD = textwrap.dedent('''
         num = tl.exp(x)
         tl.store(out_ptr + row * n_cols + offs, num / tl.sum(num, axis=0), mask=m)
 
+    def status_kib(field):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
     n = int(sys.argv[1])
     budget = None if sys.argv[2] == "default" else int(sys.argv[2]) << 20
     warm_x = torch.randn(4, 64)
@@ -32,9 +39,11 @@ _CHILD = textwrap.dedent('''
     x = torch.randn(n, n)
     with checking(batch_memory=budget) as session:
         y = torch.empty_like(x)
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # the peak (VmHWM) starts again from here: what came before does not count
+        before = status_kib("VmRSS")
         softmax[(n,)](y, x, n, BLOCK=n)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = status_kib("VmHWM")
     ok = bool(torch.allclose(y, torch.softmax(x, 1), atol=1e-6))
     print(json.dumps({"before_kib": before, "peak_kib": peak, "findings": len(session.findings), "ok": ok}))
 ''')
@@ -48,6 +57,8 @@ def _run(tmp_path, n: int, budget: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux's /proc/self/clear_refs "
+                    "to measure one launch's peak")
 def test_a_checked_launch_costs_about_its_tensors_and_a_lower_budget_costs_less(tmp_path):
     n = 4096
     tensors_kib = 2 * n * n * 4 // 1024
@@ -56,7 +67,7 @@ def test_a_checked_launch_costs_about_its_tensors_and_a_lower_budget_costs_less(
     for r in (default, small):
         assert r["ok"] and r["findings"] == 0
     grown = default["peak_kib"] - default["before_kib"]
-    # what the launch added: about the size of its two tensors (measured 1.03x on the CPU machine;
+    # what the launch added: about the size of its two tensors (measured 1.05x on the CPU machine;
     # it was 2.9x before the fill snapshots, the guard's runs and 16 MiB batches)
     assert grown <= 1.25 * tensors_kib, (grown, tensors_kib)
     assert small["peak_kib"] - small["before_kib"] < grown

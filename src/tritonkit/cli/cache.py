@@ -3,12 +3,15 @@
 KERNEL is a kernel name, or a prefix of names where no kernel has that exact name. Exit status:
 0 done; 1 ``show`` found no such kernel; 2 bad usage, a cache directory that cannot be used, or
 ``clear`` could not clear some files (it says which, and clears the others). ``list`` and
-``show`` change nothing on disk: a file they cannot use is named with why and skipped.
+``show`` change nothing on disk: a file they cannot use is named with why and skipped. ``clear``
+moves a corrupt file aside (``<file>.corrupt-<timestamp>``) and names it. Every name and string
+read from the cache is printed escaped (:func:`tritonkit.report.terminal.safe`).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import warnings
 
 from . import _status
 from ._console import make_console
@@ -56,9 +59,10 @@ def run(args, console=None) -> int:
     Raises:
         BadUsage: no action, ``show`` without a kernel, or a cache directory that cannot be used.
     """
+    from ..report.terminal import safe
     from ..report.tune import print_cache_entries, print_cache_list
     from ..tune import TuneCache
-    from ..tune._cache import TuneCacheError
+    from ..tune._cache import TuneCacheError, TuneCacheWarning
 
     if console is None:
         console = make_console()
@@ -82,17 +86,27 @@ def run(args, console=None) -> int:
             entries = cache.show(kernel)
             _print_skipped(cache, console, "skipped")
             if not entries:
-                console.print(f"no cached kernel named {kernel!r} (or starting with it) in {cache.directory}",
+                console.print(f"no cached kernel named {kernel!r} (or starting with it) in {safe(cache.directory)}",
                               markup=False, highlight=False)
                 return _status.NOT_FOUND
             print_cache_entries(entries, console)
             return _status.OK
-        n = cache.clear(kernel, failures_only=bool(getattr(args, "failures", False)))
+        # a corrupt file that clear moves aside is a TuneCacheWarning; caught here and printed as
+        # a line of the report, escaped: shown by the warnings module, its path went to the
+        # terminal raw (a file name can hold ESC sequences) under a "cache.py:90:" source line
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TuneCacheWarning)
+            n = cache.clear(kernel, failures_only=bool(getattr(args, "failures", False)))
     except TuneCacheError as e:
-        raise BadUsage(str(e)) from None
+        raise BadUsage(safe(e)) from None
+    for w in caught:
+        if issubclass(w.category, TuneCacheWarning):
+            console.print(f"moved aside: {safe(w.message)}", markup=False, highlight=False)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     what = "failed config(s)" if args.failures else "config(s)"
     scope = f" of {kernel!r}" if kernel else ""
-    console.print(f"removed {n} cached {what}{scope} from {cache.directory}", markup=False, highlight=False)
+    console.print(f"removed {n} cached {what}{scope} from {safe(cache.directory)}", markup=False, highlight=False)
     if cache.skipped:
         _print_skipped(cache, console, "not cleared")
         return _status.USAGE

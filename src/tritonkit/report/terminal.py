@@ -26,17 +26,27 @@ _CONTEXT_AFTER = 1
 #: control characters (C0 but tab and newline, DEL, C1) shown as escapes: a kernel's assert message,
 #: a file name or a source line must not move the cursor, clear lines or retitle the terminal
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f, *range(0x80, 0xa0))}
+#: lone surrogates (a file name's undecodable byte held under surrogateescape, a "\ud800" in a
+#: kernel's assert message) shown as \uXXXX escapes: written raw, they make a UTF-8 stdout raise
+#: UnicodeEncodeError in the middle of the report
+_CONTROLS.update({c: f"\\u{c:04x}" for c in range(0xD800, 0xE000)})
 
 
 def safe(text) -> str:
     """``text`` (any object, as ``str``) with its control characters written as ``\\xNN`` escapes,
-    so that printing it cannot send the terminal a command (ESC sequences)."""
+    so that printing it cannot send the terminal a command (ESC sequences), and its lone
+    surrogates as ``\\uXXXX`` escapes, so that printing it to a UTF-8 stream cannot fail."""
     return str(text).translate(_CONTROLS)
 
 
 def _source_block(file: str, line: int) -> Text:
     text = Text()
-    lines = linecache.getlines(file)
+    try:
+        lines = linecache.getlines(file)
+    except (OSError, ValueError):
+        # a path the OS cannot take (a NUL byte, a lone surrogate that no file name decodes to:
+        # data read back from JSON) has no source to show, rather than no report at all
+        lines = []
     if not lines or line <= 0:
         return text
     lo, hi = max(1, line - _CONTEXT_BEFORE), min(len(lines), line + _CONTEXT_AFTER)

@@ -34,8 +34,10 @@ def render_results(results: List, console, restarts: int = 0) -> None:
                       ", ".join(f"{n} {k}" for k, n in counts.items() if n), f"{r.tuning_s:.2f}")
     console.print(table)
     bad = [t for r in results for t in r.trials if t.status in ("wrong", "crashed")]
+    from .terminal import safe
     for t in bad[:10]:
-        console.print(f"  {t.status}: {t.key}: {t.error}")
+        # an error's text is the config's own (``[/]``, ESC...): shown literally, never as markup
+        console.print(f"  {t.status}: {safe(t.key)}: {safe(t.error)}", markup=False, highlight=False)
     clocks = [t.sm_clock_mhz for r in results for t in r.trials if t.sm_clock_mhz]
     if clocks:
         console.print(f"SM clock during timing: {min(clocks):.0f}-{max(clocks):.0f} MHz (NVML)")
@@ -101,14 +103,20 @@ def _ms(ms: Optional[float]) -> str:
 
 def print_cache_list(entries: List, directory: str, console) -> None:
     """One line per kernel, device, Triton version and key of the tuning cache
-    (:class:`~tritonkit.tune.TuneCache` entries): configs cached, failures, the winner and its ms."""
+    (:class:`~tritonkit.tune.TuneCache` entries): configs cached, failures, the winner and its ms.
+
+    Every string comes from a cache file, which anyone may have written: each goes through
+    :func:`~tritonkit.report.terminal.safe` (``rich.text.Text`` keeps ESC, and a lone surrogate
+    would make a UTF-8 stdout raise)."""
     from rich.table import Table
     from rich.text import Text
 
+    from .terminal import safe
+
     if not entries:
-        console.print(f"the tuning cache in {directory} is empty", markup=False, highlight=False)
+        console.print(safe(f"the tuning cache in {directory} is empty"), markup=False, highlight=False)
         return
-    t = Table(title=Text(f"tuning cache: {directory}"), title_justify="left")
+    t = Table(title=Text(safe(f"tuning cache: {directory}")), title_justify="left")
     fold = {"overflow": "fold", "ratio": 1}
     for name, kw in (("kernel", fold), ("device", fold), ("triton", {}), ("key", fold),
                      ("configs", {"justify": "right"}), ("failed", {"justify": "right"}),
@@ -116,8 +124,8 @@ def print_cache_list(entries: List, directory: str, console) -> None:
                      ("ms", {"justify": "right"})):
         t.add_column(name, **kw)
     for e in entries:
-        t.add_row(*map(Text, (e.kernel, e.device, e.triton, _key_text(e.key), str(e.configs), str(e.failures),
-                              e.winner or "-", _ms(e.winner_ms))))
+        t.add_row(*(Text(safe(x)) for x in (e.kernel, e.device, e.triton, _key_text(e.key), str(e.configs),
+                                            str(e.failures), e.winner or "-", _ms(e.winner_ms))))
     console.print(t)
     files = len({e.path for e in entries})
     console.print(f"{len(entries)} key(s) in {files} file(s); times in ms", markup=False, highlight=False)
@@ -125,13 +133,17 @@ def print_cache_list(entries: List, directory: str, console) -> None:
 
 def print_cache_entries(entries: List, console) -> None:
     """Every cached config of some kernels (tuning cache entries), fastest first, per device,
-    Triton version and key; the winner starred."""
+    Triton version and key; the winner starred. Strings from the cache files are escaped
+    (:func:`~tritonkit.report.terminal.safe`), as in :func:`print_cache_list`."""
     from rich.table import Table
     from rich.text import Text
 
+    from .terminal import safe
+
     for e in entries:
-        title = Text(f"{e.kernel}  key [{_key_text(e.key)}]  {e.device}  triton {e.triton}  source {e.source_hash}")
-        t = Table(title=title, title_justify="left", caption=Text(e.path), caption_justify="left")
+        title = Text(safe(f"{e.kernel}  key [{_key_text(e.key)}]  {e.device}  triton {e.triton}  "
+                          f"source {e.source_hash}"))
+        t = Table(title=title, title_justify="left", caption=Text(safe(e.path)), caption_justify="left")
         for name, kw in (("#", {"justify": "right"}), ("config", {"overflow": "fold", "ratio": 2}), ("status", {}),
                          ("ms", {"justify": "right"}), ("95% CI ms", {"justify": "right"}),
                          ("samples", {"justify": "right"}), ("error", {"overflow": "fold", "ratio": 1})):
@@ -139,9 +151,10 @@ def print_cache_entries(entries: List, console) -> None:
         for i, tr in enumerate(e.trials, 1):
             ci = f"{tr.ci_ms[0]:.4f}-{tr.ci_ms[1]:.4f}" if tr.ci_ms else "-"
             mark = " *" if tr.key == e.winner else ""
-            error = tr.error if len(tr.error) <= 200 else tr.error[:197] + "..."
-            t.add_row(*map(Text, (str(i), tr.key + mark, tr.status, _ms(tr.ms) if tr.ok else "-", ci,
-                                  str(tr.samples) if tr.samples else "-", error)))
+            error = "" if tr.error is None else str(tr.error)  # a cache file's null or number: no TypeError
+            error = error if len(error) <= 200 else error[:197] + "..."
+            t.add_row(*(Text(safe(x)) for x in (str(i), tr.key + mark, tr.status, _ms(tr.ms) if tr.ok else "-", ci,
+                                                str(tr.samples) if tr.samples else "-", error)))
         console.print(t)
         extra = f"; {e.in_flight} config(s) in flight" if e.in_flight else ""
         console.print(f"{e.configs} config(s), {e.failures} not ok{extra}; * the winner"

@@ -71,8 +71,8 @@ def _source(f: Finding) -> Tuple[List[SourceLine], str]:
             try:
                 with open(candidate, encoding="utf-8", errors="replace") as fh:
                     lines = fh.read().splitlines()
-            except OSError:
-                continue
+            except (OSError, ValueError):  # ValueError: a path no file can have (a NUL byte, a lone
+                continue                    # surrogate no file name decodes to), read back from JSON
             if line <= len(lines):
                 lo, hi = max(1, line - _SOURCE_CONTEXT), min(len(lines), line + _SOURCE_CONTEXT)
                 return [SourceLine(n, lines[n - 1], n == line) for n in range(lo, hi + 1)], ""

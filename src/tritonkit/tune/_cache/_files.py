@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import time
 import warnings
@@ -146,11 +147,12 @@ class CacheFiles:
         is wrong with it).
 
         Raises:
-            TuneCacheError: the file exists but cannot be read.
+            TuneCacheError: the file exists but cannot be read, or is not a regular file.
         """
         try:
-            with open(path, "rb") as f:
-                raw = f.read()
+            # O_NONBLOCK, then fstat: a FIFO named like a cache file would block open() and read()
+            # forever (``tritonkit cache list`` hung); only a regular file is read
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except FileNotFoundError:
             return None, None
         except IsADirectoryError:
@@ -158,9 +160,24 @@ class CacheFiles:
         except OSError as e:
             raise self.error("cannot read", e, path) from e
         try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise TuneCacheError(f"{path}: a directory, not a cache file")
+            if not stat.S_ISREG(mode):
+                raise TuneCacheError(f"{path}: not a regular file (a FIFO, socket or device), not a cache file")
+            try:
+                with os.fdopen(fd, "rb", closefd=False) as f:
+                    raw = f.read()
+            except OSError as e:
+                raise self.error("cannot read", e, path) from e
+        finally:
+            os.close(fd)
+        try:
             doc = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             return None, f"it is not valid JSON ({e})"
+        except RecursionError:  # "[[[[..." nested deeper than the parser's recursion limit
+            return None, "it is not valid JSON (nested too deeply to parse)"
         return doc, validate(doc)
 
     def quarantine(self, path: str, problem: str) -> None:

@@ -181,6 +181,11 @@ def validate(doc: Any) -> Optional[str]:
                 if section == "entries":
                     if rec.get("status") not in STATUSES:
                         return f"{section}[{k}][{pk}] has an unknown status {rec.get('status')!r}"
+                    ms = rec.get("ms")
+                    # a time that is not a number ("1.5") would reach winner_key's min() next to
+                    # floats and raise TypeError in ``tritonkit cache list``; tritonkit writes a number or null
+                    if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float))):
+                        return f"{section}[{k}][{pk}] has a time {ms!r} that is not a number"
                     try:
                         Trial.from_dict(rec)
                     except Exception as e:  # noqa: BLE001 - any field of the wrong type
