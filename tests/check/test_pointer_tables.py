@@ -49,11 +49,34 @@ def test_a_table_of_data_ptrs_is_resolved_to_its_tensors_and_performed(engine):
 
 @pytest.mark.parametrize("engine", ["auto", "sequential"])
 def test_an_address_past_a_tables_tensor_is_a_finding_and_the_rest_is_performed(engine):
-    """One lane past the end of each tensor: into no live tensor (each has its own allocation)."""
+    """One lane past the end of each tensor: into no live tensor (each has its own allocation); it
+    belongs to the nearest tensor its access reached, and is reported past that tensor's end."""
     ts, found = _run(engine, 1)
     assert [t.tolist() for t in ts] == [[0.0, 2.0, 4.0, 6.0, 8.0], [2.0] * 3, [6.0] * 7]
-    assert sorted((f["kind"], f["access"], f["reason"], f["count"]) for f in found) == [
-        ("out_of_bounds", "load", "no_argument", 3), ("out_of_bounds", "store", "no_argument", 3)]
+    assert sorted((f["kind"], f["access"], f["reason"], f["count"]) for f in found) == \
+        [("out_of_bounds", "load", "past_end", 1)] * 3 + [("out_of_bounds", "store", "past_end", 1)] * 3
+    names = {f"tensor at {t.data_ptr():#x}" for t in ts}
+    assert {f["arg"] for f in found} == names
+    assert sorted(f["element_indices"][0][0] for f in found if f["access"] == "load") == [3, 5, 7]
+
+
+@triton.jit
+def load_from_nowhere(table_ptr, out_ptr, BLOCK: tl.constexpr):
+    ptr = tl.load(table_ptr).to(tl.pointer_type(tl.float32))
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(ptr + offs))
+
+
+def test_an_address_in_no_live_tensor_is_no_argument_and_not_performed():
+    """A table entry that points into no tensor (a made-up address): every lane is outside every
+    tensor, nothing is read, and the finding says so."""
+    table = torch.tensor([0x10_0000_0000], dtype=torch.int64)  # nothing of this process lives there
+    out = torch.full((8,), 5.0)
+    with checking() as session:
+        load_from_nowhere[(1,)](table, out, BLOCK=8)
+    (f,) = [f.to_dict() for f in session.findings]
+    assert (f["kind"], f["reason"], f["count"], f["arg"]) == ("out_of_bounds", "no_argument", 8, None)
+    assert (out == 0.0).all()  # the load yields 0 where it is not performed
 
 
 def test_rows_of_one_tensor_through_a_table_are_checked_against_the_whole_tensor():

@@ -166,8 +166,10 @@ class RawPointers:
     ``t.data_ptr()`` values, as grouped GEMMs and MoE kernels build) resolved to the live tensors
     they point into: each such tensor is mapped into the launch's address space as one more
     region (named ``tensor at 0x...``), so its accesses are checked against its bounds and
-    performed, as on the GPU. An address inside no live tensor stays unmapped: an out-of-bounds
-    finding with reason ``no_argument``, and the access is not performed.
+    performed, as on the GPU. An address inside no live tensor, made by an access whose other
+    addresses are inside tables' tensors, belongs to the nearest of those (reported past its end or
+    before its start); one made by an access with no such address stays unmapped (reason
+    ``no_argument``). Neither is performed.
 
     Live tensors are found once per launch, when the first raw address is seen, by walking the
     objects Python's garbage collector tracks (every ``torch.Tensor`` is one); only tensors on the
@@ -235,6 +237,18 @@ class RawPointers:
             sel = inside & (at == i)
             slots[sel] = slot
             bases[sel] = int(starts[i])
+        stray = np.flatnonzero(~inside)
+        hit = np.unique(at[inside])
+        if stray.shape[0] and hit.shape[0]:
+            # an address in no live tensor, made by the same access as addresses inside tables'
+            # tensors (a tile past a matrix's last row): it belongs to the nearest of those tensors,
+            # as an argument's overrun belongs to the argument, and is reported past its end (or
+            # before its start) instead of outside every tensor; it is not performed either way
+            a = addrs[stray].astype(np.float64)[:, None]
+            lo, hi = starts[hit].astype(np.float64)[None, :], ends[hit].astype(np.float64)[None, :]
+            nearest = hit[np.argmin(np.maximum(lo - a, a - hi), axis=1)]
+            slots[stray] = [self._slots[i] for i in nearest.tolist()]
+            bases[stray] = starts[nearest].astype(np.int64)
         return slots, bases
 
 
