@@ -124,3 +124,64 @@ def test_a_pointer_table_is_resolved_under_the_command_line_too(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "RESULT [[2.0, 2.0, 2.0, 2.0], [4.0, 4.0, 4.0, 4.0]]" in proc.stdout
     assert "no findings" in proc.stdout
+
+
+@triton.autotune(configs=[triton.Config({"BM": bm, "BN": bn, "BK": 16, "PROGS": p})
+                          for bm, bn in ((32, 32), (16, 16), (16, 32)) for p in (3, 5)], key=["groups"])
+@triton.jit
+def grouped_mm(a_table, b_table, c_table, dims, groups, PROGS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+               BK: tl.constexpr):
+    """A grouped GEMM scheduled on a fixed number of programs, each walking the tiles of every
+    problem; the matrices come from pointer tables (as in Triton's grouped-GEMM tutorial)."""
+    tile = tl.program_id(0)
+    start = 0
+    for g in range(groups):
+        m = tl.load(dims + 3 * g)
+        n = tl.load(dims + 3 * g + 1)
+        k = tl.load(dims + 3 * g + 2)
+        tiles = tl.cdiv(m, BM) * tl.cdiv(n, BN)
+        while tile >= start and tile < start + tiles:
+            a = tl.load(a_table + g).to(tl.pointer_type(tl.float16))
+            b = tl.load(b_table + g).to(tl.pointer_type(tl.float16))
+            c = tl.load(c_table + g).to(tl.pointer_type(tl.float16))
+            t = tile - start
+            rm = (t // tl.cdiv(n, BN)) * BM + tl.arange(0, BM)
+            rn = (t % tl.cdiv(n, BN)) * BN + tl.arange(0, BN)
+            rk = tl.arange(0, BK)
+            acc = tl.zeros((BM, BN), tl.float32)
+            for k0 in range(0, k, BK):
+                x = tl.load(a + rm[:, None] * k + (k0 + rk)[None, :])
+                y = tl.load(b + (k0 + rk)[:, None] * n + rn[None, :])
+                acc += tl.dot(x, y)
+            tl.store(c + rm[:, None] * n + rn[None, :], acc.to(tl.float16))
+            tile += PROGS
+        start += tiles
+
+
+@pytest.mark.parametrize("ragged", [False, True])
+def test_a_grouped_gemm_through_pointer_tables_is_computed_under_every_config(ragged):
+    """Whole tiles (every size a multiple of every config's tiles): no finding under any of the 6
+    configs and the kept config's outputs are the matrix products. A ragged problem (n = 40, not a
+    multiple of 32) read and written as whole tiles: the overrun of B and C is found, past their
+    ends, under the configs whose tile does not divide it."""
+    sizes = [(64, 64, 32), (32, 96 if not ragged else 40, 16), (32, 32, 48)]
+    g = torch.Generator().manual_seed(0)
+    A = [torch.rand(m, k, generator=g).half() for m, n, k in sizes]
+    B = [torch.rand(k, n, generator=g).half() for m, n, k in sizes]
+    C = [torch.empty(m, n, dtype=torch.float16) for m, n, k in sizes]
+    dims = torch.tensor([d for s in sizes for d in s], dtype=torch.int32)
+
+    def table(ts):
+        return torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64)
+    with checking() as session:
+        grouped_mm[lambda meta: (meta["PROGS"],)](table(A), table(B), table(C), dims, len(sizes))
+    found = [f.to_dict() for f in session.findings]
+    if not ragged:
+        assert found == []
+        for a, b, c in zip(A, B, C):
+            torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=2e-2, rtol=1e-2)
+        return
+    oob = [f for f in found if f["kind"] == "out_of_bounds"]
+    assert oob and {f["reason"] for f in oob} == {"past_end"}
+    assert {f["arg"] for f in oob} <= {f"tensor at {t.data_ptr():#x}" for t in (B[1], C[1])}
+    assert all(any("BN=32" in c for c in f["configs"]) for f in oob)
