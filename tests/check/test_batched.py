@@ -166,6 +166,40 @@ def test_a_loop_bound_that_differs_per_program_runs_once_for_the_batch_with_an_a
     torch.testing.assert_close(out, ref)
 
 
+@triton.jit
+def causal_row_sums_staged(x, out, n, STAGE: tl.constexpr, B: tl.constexpr):
+    """``causal_row_sums`` with ``mask`` assigned only under a compile-time branch inside the loop,
+    as the fused-attention tutorial's ``_attn_fwd_inner`` does (``if STAGE == 2: mask = ...``)."""
+    r = tl.program_id(0)
+    acc = tl.zeros((B,), dtype=tl.float32)
+    for start in range(0, (r + 1) * B, B):
+        cols = start + tl.arange(0, B)
+        if STAGE == 2:
+            mask = cols < n
+            acc += tl.load(x + r * n + cols, mask=mask, other=0.0)
+        else:
+            acc += tl.load(x + r * n + cols)
+    tl.store(out + r * B + tl.arange(0, B), acc)
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_a_name_assigned_only_under_a_compile_time_branch_of_a_divergent_loop_runs_batched(stage):
+    """Before, the loop's merge read the name the untaken branch never assigned: UnboundLocalError,
+    and the launch fell back to one program at a time (29 of the fused-attention tutorial's 30)."""
+    def go():
+        x = torch.randn(16, 16 * 8)
+        out = torch.empty(16, 8)
+        causal_row_sums_staged[(16,)](x, out, 16 * 8, STAGE=stage, B=8)
+        return out, x
+    seq, bat = _both(go)
+    assert _same(bat[0][0], seq[0][0]) and bat[1] == seq[1] == []
+    (rec,) = bat[2]
+    assert rec.engine == "batched" and rec.fallback is None and rec.masked_loops >= 1
+    out, x = bat[0]
+    ref = torch.stack([x[r, : (r + 1) * 8].reshape(-1, 8).sum(0) for r in range(16)])
+    torch.testing.assert_close(out, ref)
+
+
 def test_a_while_loop_on_loaded_data_gives_the_results_of_one_program_at_a_time():
     def go():
         x = torch.tensor([1, 2, 3, 6, 7, 9, 12, 27, 5, 16], dtype=torch.int32)

@@ -242,9 +242,14 @@ def _saves_and_merges(loop: str, names: List[str]):
                                                          value=ast.Attribute(value=_name(_MODULE), attr="UNSET",
                                                                              ctx=ast.Load()))])],
             orelse=[], finalbody=[]))
-        merges.append(ast.Assign(targets=[_name(n, True)],
-                                 value=ast.Call(func=ast.Attribute(value=_name(loop), attr="merge", ctx=ast.Load()),
-                                                args=[_name(n), _name(saved)], keywords=[])))
+        merge = ast.Assign(targets=[_name(n, True)],
+                           value=ast.Call(func=ast.Attribute(value=_name(loop), attr="merge", ctx=ast.Load()),
+                                          args=[_name(n), _name(saved)], keywords=[]))
+        # a name the body assigns only under a condition (``if STAGE == 2: mask = ...``, a compile-time
+        # branch not taken) may still be unbound after the iteration: it stays so, as in the original
+        merges.append(ast.Try(body=[merge], handlers=[ast.ExceptHandler(type=_name("NameError"), name=None,
+                                                                        body=[ast.Pass()])],
+                              orelse=[], finalbody=[]))
     guard = ast.If(test=ast.Attribute(value=_name(loop), attr="masked", ctx=ast.Load()), body=merges, orelse=[])
     return saves, ([guard] if merges else [])
 
