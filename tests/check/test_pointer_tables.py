@@ -185,3 +185,24 @@ def test_a_grouped_gemm_through_pointer_tables_is_computed_under_every_config(ra
     assert oob and {f["reason"] for f in oob} == {"past_end"}
     assert {f["arg"] for f in oob} <= {f"tensor at {t.data_ptr():#x}" for t in (B[1], C[1])}
     assert all(any("BN=32" in c for c in f["configs"]) for f in oob)
+
+
+def test_a_table_tensor_that_is_also_an_argument_is_named_with_its_own_dtype():
+    """The table points into a tensor that is also passed as an argument: tritonkit's own byte view
+    of that storage (uint8) is never taken for the table's tensor; an overrun is counted in the
+    tensor's own elements (float32)."""
+    x = torch.arange(6, dtype=torch.float32)
+    table = torch.tensor([x.data_ptr()], dtype=torch.int64)
+    out = torch.empty(8)
+    with checking() as session:
+        copy_with_arg[(1,)](table, x, out, BLOCK=8)
+    (f,) = [f.to_dict() for f in session.findings if f.kind == "out_of_bounds"]
+    assert f["tensor"]["dtype"] == "float32" and f["tensor"]["shape"] == [6]
+    assert f["count"] == 2 and f["reason"] == "past_end"
+
+
+@triton.jit
+def copy_with_arg(table_ptr, x_ptr, out_ptr, BLOCK: tl.constexpr):
+    src = tl.load(table_ptr).to(tl.pointer_type(tl.float32))
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(src + offs) + tl.load(x_ptr))

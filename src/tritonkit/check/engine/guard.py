@@ -168,7 +168,8 @@ class Guard:
                 self.written.add(key)
             if runs is not None:
                 if as_runs:
-                    cut = _as_runs(off // g, _lane_pids(lanes, res.per, order, off.shape[0]))
+                    # clipped like element_cells: a lane outside the storage is never performed
+                    cut = _as_runs(np.clip(off // g, 0, ncells - 1), _lane_pids(lanes, res.per, order, off.shape[0]))
                     if cut is not None:
                         runs.add(*cut, self.why)
                         continue

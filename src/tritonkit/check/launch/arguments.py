@@ -102,6 +102,7 @@ class ArgMapper:
                 host, dev = st.cpu(), st
             nbytes = host.nbytes()
             buf_t = torch.empty(0, dtype=torch.uint8).set_(host, 0, (nbytes,), (1,))
+            buf_t._tritonkit_host = True  # tritonkit's own view of the bytes: never a pointer table's tensor
             hs = HostStorage(buf=buf_t.numpy(), device_storage=dev, host_storage=host, key=key + (st.nbytes(),))
             self.space.storages[key] = hs
         return hs
@@ -174,8 +175,8 @@ class RawPointers:
     Live tensors are found once per launch, when the first raw address is seen, by walking the
     objects Python's garbage collector tracks (every ``torch.Tensor`` is one); only tensors on the
     launch's devices (those of its tensor arguments, the CPU when it has none) are candidates, so
-    a CPU address never resolves into a GPU tensor. Of several views of one storage, the one with
-    the most elements is taken (the base tensor, as a rule): a table of row views is then checked
+    a CPU address never resolves into a GPU tensor. Of several views of one storage, the one that
+    spans the most bytes is taken (the base tensor, as a rule): a table of row views is then checked
     against the whole storage, which never reports a finding the GPU would not show.
 
     Args:
@@ -198,7 +199,8 @@ class RawPointers:
             objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
         for obj in objects:
             try:
-                if obj.device.type not in devices or obj.layout != torch.strided or obj.numel() == 0:
+                if obj.device.type not in devices or obj.layout != torch.strided or obj.numel() == 0 or \
+                        getattr(obj, "_tritonkit_host", False):
                     continue
                 st = obj.untyped_storage()
                 key = (str(obj.device), st.data_ptr(), st.nbytes())
@@ -207,7 +209,7 @@ class RawPointers:
             if key[1] == 0 or key[2] == 0:
                 continue
             have = best.get(key)
-            if have is None or obj.numel() > have.numel():
+            if have is None or obj.numel() * obj.element_size() > have.numel() * have.element_size():
                 best[key] = obj
         keys = sorted(best, key=lambda k: k[1])
         self._index = (np.array([k[1] for k in keys], dtype=np.uint64),
