@@ -17,50 +17,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from typing import Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-_CHILD = r'''
-import json, resource, sys, time
-sys.path.insert(0, {here!r})
-import torch, triton
-import check_speed
-name, mib, quick = {name!r}, {mib!r}, {quick!r}
-if name == "softmax 8192x8192":
-    case = check_speed._softmax_case(1024, 1024) if quick else check_speed._softmax_case(8192, 8192)
-else:
-    case = [c for c in check_speed.suite(quick=quick, large=not quick) if f"{{c.name}} {{c.size}}" == name][0]
-inputs = case.make()
-if mib == "plain":
-    start = time.perf_counter(); case.run(inputs); times = [time.perf_counter() - start]
-else:
-    import tritonkit
-    times = []
-    for _ in range(3 if "8192x8192" not in name else 1):
-        start = time.perf_counter()
-        with tritonkit.checking(batch_memory=int(mib) << 20) as session:
-            case.run(inputs)
-        times.append(time.perf_counter() - start)
-        assert not session.findings, session.findings
-print(json.dumps({{"times": times, "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}}))
-'''
-
 
 def run_one(name: str, mib, quick: bool) -> dict:
-    """One kernel at one budget (``mib``: MiB, or "plain") in a fresh process."""
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
+    """One kernel at one budget (``mib``: MiB, or "plain") in a fresh process (see
+    :func:`check_speed.fresh_process`); the 8192x8192 softmax runs once, the others three times."""
+    import check_speed
+    runs = 1 if "8192x8192" in name else 3
     if mib == "plain":
-        env["TRITON_INTERPRET"] = "1"
-    code = _CHILD.format(here=HERE, name=name, mib=mib, quick=quick)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{name} at {mib}: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        return check_speed.fresh_process(name, "plain", quick=quick, large=not quick, runs=1)
+    return check_speed.fresh_process(name, "tritonkit", quick=quick, large=not quick, mib=int(mib), runs=runs)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -20,6 +20,11 @@ same kernels at 4x the size. Outputs are compared across modes (bit for bit) and
 before any timing is reported; peak memory is that of the arrays the batched run allocates
 (``tracemalloc``, a separate untimed run).
 
+``--fresh`` instead runs each kernel in new Python processes, as a user's script meets it: the
+plain interpreter's first launch against tritonkit's first launch and best warm launch, the cores
+tritonkit used, and both peak RSS (goals: first launch >= 50x the plain one as a geometric mean,
+no kernel under 15x, peak RSS within 1.5x).
+
 Goals: plain / batched >= 30x as a geometric mean over the suite, batched within 3x of
 triton-viz's sanitizer, peak memory < 4 GiB. A ``PyTorch s`` column times PyTorch computing the
 same output in float32 with no check (eager, CPU): the floor for any tool that computes every output.
@@ -454,6 +459,109 @@ def benchmark(cases: List[Case], repeat: int, log: Optional[Callable[[str], None
     return results
 
 
+# --------------------------------------------------------------------------------------------------
+# fresh processes: the first launch, as a user's script meets it
+# --------------------------------------------------------------------------------------------------
+_FRESH_CHILD = r'''
+import json, os, resource, sys, time
+sys.path.insert(0, {here!r})
+import torch, triton
+import check_speed
+label, mode, quick, large, mib, runs = {label!r}, {mode!r}, {quick!r}, {large!r}, {mib!r}, {runs!r}
+if label == "softmax 8192x8192":
+    case = check_speed._softmax_case(1024, 1024) if quick else check_speed._softmax_case(8192, 8192)
+else:
+    case = [c for c in check_speed.suite(quick=quick, large=large) if f"{{c.name}} {{c.size}}" == label][0]
+inputs = case.make()
+times, cpu = [], []
+for _ in range(runs):
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    if mode == "plain":
+        case.run(inputs)
+    else:
+        import tritonkit
+        with tritonkit.checking(batch_memory=None if mib is None else int(mib) << 20) as session:
+            case.run(inputs)
+        assert not session.findings, session.findings
+    t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    times.append(t1 - t0)
+    cpu.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+print(json.dumps({{"times": times, "cpu": cpu, "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}}))
+'''
+
+
+def fresh_process(label: str, mode: str, quick: bool = False, large: bool = True, mib: Optional[int] = None,
+                  runs: int = 3) -> dict:
+    """Run the case named ``label`` (``f"{name} {size}"``, or ``"softmax 8192x8192"``) ``runs`` times
+    in a new Python process: ``mode`` "plain" (``TRITON_INTERPRET=1``) or "tritonkit"
+    (``checking(batch_memory=mib MiB)``, default budget when None).
+
+    Returns:
+        ``{"times": [s per run], "cpu": [CPU s per run, user + system], "peak_gib": peak RSS}``: the
+        first run is the first launch of every kernel in that process.
+    Raises:
+        RuntimeError: the child failed (its stderr's end in the message).
+    """
+    import subprocess
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    if mode == "plain":
+        env["TRITON_INTERPRET"] = "1"
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = _FRESH_CHILD.format(here=here, label=label, mode=mode, quick=quick, large=large, mib=mib, runs=runs)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{label} ({mode}): {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def fresh_benchmark(cases: List[Case], quick: bool, large: bool,
+                    log: Optional[Callable[[str], None]] = None) -> List[dict]:
+    """Per case, in fresh processes: the plain interpreter's first launch and peak RSS, and
+    tritonkit's first launch, best warm launch (of the next two), cores used over the first launch
+    (CPU seconds / wall seconds) and peak RSS."""
+    out = []
+    for case in cases:
+        label = f"{case.name} {case.size}"
+        plain = fresh_process(label, "plain", quick=quick, large=large, runs=1)
+        tk = fresh_process(label, "tritonkit", quick=quick, large=large, runs=3)
+        row = {"name": case.name, "size": case.size, "plain_first_s": plain["times"][0],
+               "first_s": tk["times"][0], "warm_s": min(tk["times"][1:]),
+               "cores_used": tk["cpu"][0] / tk["times"][0], "plain_peak_gib": plain["peak_gib"],
+               "peak_gib": tk["peak_gib"]}
+        row["first_speedup"] = row["plain_first_s"] / row["first_s"]
+        row["peak_ratio"] = row["peak_gib"] / row["plain_peak_gib"]
+        out.append(row)
+        if log:
+            log(f"{label:<64} plain {row['plain_first_s']:7.2f} s  first {row['first_s']:6.3f} s  warm "
+                f"{row['warm_s']:6.3f} s  {row['first_speedup']:6.1f}x  cores {row['cores_used']:.2f}  peak "
+                f"{row['peak_gib']:.2f} / {row['plain_peak_gib']:.2f} GiB")
+    return out
+
+
+def render_fresh(rows: List[dict], info: Dict[str, str]) -> None:
+    """Print the fresh-process table and its goals (issue: first-launch geometric mean >= 50x the
+    plain interpreter, no kernel under 15x, peak RSS within 1.5x)."""
+    from rich.console import Console
+    from rich.table import Table
+    console = Console(width=200)
+    table = Table(title="tritonkit check, each kernel's first launch in a fresh process (every check on)")
+    for col in ("kernel", "size", "plain first s", "tritonkit first s", "warm s", "plain/first", "cores used",
+                "peak GiB", "plain peak GiB", "peak ratio"):
+        table.add_column(col, justify="left" if col in ("kernel", "size") else "right")
+    for r in rows:
+        table.add_row(r["name"], r["size"], f"{r['plain_first_s']:.2f}", f"{r['first_s']:.3f}", f"{r['warm_s']:.3f}",
+                      f"{r['first_speedup']:.1f}x", f"{r['cores_used']:.2f}", f"{r['peak_gib']:.2f}",
+                      f"{r['plain_peak_gib']:.2f}", f"{r['peak_ratio']:.2f}x")
+    console.print(table)
+    gm = geomean([r["first_speedup"] for r in rows])
+    worst = min(rows, key=lambda r: r["first_speedup"])
+    console.print(f"first launch: geometric mean plain/tritonkit {gm:.1f}x (goal >= 50x), lowest "
+                  f"{worst['first_speedup']:.1f}x ({worst['name']} {worst['size']}; goal >= 15x); peak RSS at most "
+                  f"{max(r['peak_ratio'] for r in rows):.2f}x the plain interpreter's (goal <= 1.5x)")
+    console.print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
+
+
 def native_seconds(case: Case, inputs: dict, repeat: int) -> List[float]:
     """Seconds of PyTorch computing the case's output in float32 on the CPU, eagerly, with no check:
     the floor for any tool that computes every output (one untimed run first)."""
@@ -515,6 +623,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--no-sequential", action="store_true", help="skip tritonkit one-at-a-time (slow at 4x sizes)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--only", nargs="*", help="run only cases whose name contains one of these")
+    p.add_argument("--fresh", action="store_true",
+                   help="each kernel's first launch in a fresh process: plain interpreter against tritonkit's "
+                        "first and warm launches, cores used, peak RSS")
     p.add_argument("--triton-viz-child", type=int, metavar="CASE", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.triton_viz_child is not None:
@@ -529,6 +640,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     if triton_viz_available():
         def viz(case):
             return viz_seconds(all_cases.index(case), args.repeat, args.quick, not args.base_only)
+    if args.fresh:
+        info = machine_info(False)
+        rows = fresh_benchmark(cases, args.quick, not args.base_only,
+                               log=lambda m: print(m, file=sys.stderr, flush=True))
+        render_fresh(rows, info)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"machine": info, "fresh": True, "results": rows}, fh, indent=2)
+        return 0
     _warm_up(modes)
     info = machine_info(viz is not None)
     results = benchmark(cases, args.repeat, log=lambda m: print(m, file=sys.stderr, flush=True), modes=modes,
