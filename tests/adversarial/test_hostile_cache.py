@@ -31,38 +31,14 @@ import pytest
 
 from tritonkit.cli import _status, main
 
+from _text import escaped, raw_controls, squash  # this folder is on sys.path (pytest prepends it)
+
 COMMANDS = ("list", "show", "clear")
 GOOD = ("alpha", "beta")
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def escaped(text: str) -> str:
-    """``text`` as the cache commands must print it: C0 controls but tab and newline, DEL and C1
-    as ``\\xNN``, lone surrogates as ``\\uXXXX`` (written independently of the code under test)."""
-    out = []
-    for ch in text:
-        c = ord(ch)
-        if (c < 0x20 and ch not in "\t\n") or 0x7F <= c < 0xA0:
-            out.append("\\x%02x" % c)
-        elif 0xD800 <= c < 0xE000:
-            out.append("\\u%04x" % c)
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def squash(text: str) -> str:
-    """``text`` without whitespace: rich folds long names over lines, at any column."""
-    return "".join(text.split())
-
-
-def raw_controls(text: str) -> list:
-    """The characters of ``text`` a terminal would act on (or that cannot be encoded)."""
-    return sorted({repr(ch) for ch in text
-                   if (ord(ch) < 0x20 and ch not in "\n\t") or 0x7F <= ord(ch) < 0xA0 or 0xD800 <= ord(ch) < 0xE000})
 
 
 def snapshot(top) -> dict:

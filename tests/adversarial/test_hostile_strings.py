@@ -41,6 +41,8 @@ from tritonkit.doctor import DoctorReport
 from tritonkit.report.html import write_report
 from tritonkit.report.terminal import findings_text, print_report, render_finding, safe
 
+from _text import escaped, raw_controls, squash  # this folder is on sys.path (pytest prepends it)
+
 HOSTILE = {
     "osc_retitle": "\x1b]0;pwned\x07",
     "csi_clear_screen": "\x1b[2J\x1b[H\x1b[31mred\x1b[0m",
@@ -77,33 +79,6 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def escaped(text: str) -> str:
-    """``text`` as the terminal report must show it (``safe()``'s documented escapes), written here
-    independently of it: C0 but tab and newline, DEL and C1 as ``\\xNN``, lone surrogates as
-    ``\\uXXXX``, everything else as it is."""
-    out = []
-    for ch in text:
-        c = ord(ch)
-        if (c < 0x20 and ch not in "\t\n") or 0x7F <= c < 0xA0:
-            out.append("\\x%02x" % c)
-        elif 0xD800 <= c < 0xE000:
-            out.append("\\u%04x" % c)
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def squash(text: str) -> str:
-    """``text`` without whitespace (rich wraps and pads long text at any column)."""
-    return "".join(text.split())
-
-
-def raw_controls(text: str) -> list:
-    """The characters of ``text`` a terminal would act on, or that a UTF-8 stream cannot take."""
-    return sorted({repr(ch) for ch in text
-                   if (ord(ch) < 0x20 and ch not in "\n\t") or 0x7F <= ord(ch) < 0xA0 or 0xD800 <= ord(ch) < 0xE000})
 
 
 def strict_console():
