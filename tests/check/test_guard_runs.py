@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tritonkit.check.engine.guard import _LANES_PER_RUN, _as_runs, _Runs
+from tritonkit.check.engine.guard import _LANES_PER_RUN, _as_runs, _Runs, _span_runs
 from tritonkit.check.errors import Unbatchable
 
 # one store: lanes (program, first element, elements) of consecutive elements
@@ -60,3 +60,39 @@ def test_an_access_is_runs_only_when_it_makes_few(lanes):
     else:
         assert cut is not None
         assert all(np.array_equal(a, b) for a, b in zip(cut, (lo, hi, pid)))
+
+
+class _Span:
+    """The parts of a resolved access ``_span_runs`` reads: a span of consecutive ``size``-byte
+    elements starting at byte ``lo``, ``per`` lanes per program."""
+
+    def __init__(self, lo, n, per, size):
+        self.lo, self.n, self.per, self.hi = lo, n, per, lo + (n - 1) * size
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 300), st.integers(0, 64), st.sampled_from([1, 2, 4, 8]),
+       st.integers(0, 500), st.booleans())
+def test_a_span_store_makes_the_runs_its_lanes_make(programs, per, first, size, spare, repeat):
+    """A store of consecutive elements by consecutive programs (vector add's): one run per
+    program, computed from its first byte, the same as from its lanes, or None where the lanes'
+    way would give none (too many runs, a lane past the storage)."""
+    order = np.arange(first, first + programs, dtype=np.int64)
+    if repeat and programs > 1:
+        order[1] = order[0]
+    n = programs * per
+    lo = size * (first % 7)
+    nbytes = lo + n * size + size * (spare - 100)
+    span = _Span(lo, n, per, size)
+    got = _span_runs(span, order, size, nbytes)
+    cells = lo // size + np.arange(n, dtype=np.int64)
+    pids = np.repeat(order.astype(np.int32), per)
+    inside = lo + n * size <= nbytes
+    if not inside or (repeat and programs > 1):
+        assert got is None
+        return
+    want = _as_runs(cells, pids)
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None and all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want))

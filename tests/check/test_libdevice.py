@@ -512,6 +512,35 @@ def test_rounded_arithmetic_is_exact(mode):
         assert_same(symbol, args, got[keep], want[keep])
 
 
+def test_contracted_fp32_fma_rounds_once_where_float64_would_round_twice():
+    """``fma_f32`` (the interpreter's contracted ``a*b + c``) against exact rationals, with
+    operands built so that the float64 sum lands exactly halfway between two float32 values: from
+    below and above (double rounding would be wrong), exactly (``acc * 1.0 + x``: correct as it is),
+    in float32's subnormal range, and signed zeros."""
+    ulp, tiny = 2.0 ** -23, 2.0 ** -70
+    a = [2.0 ** -24 * (1 + ulp), 2.0 ** -24 * (1 + ulp), 1.0, 3.0, 2.0 ** -100, -0.0, 2.0, 1.5]
+    b = [1 - ulp, 1 + ulp, 1.0 + ulp, 2.0 ** -26, 2.0 ** -40, 1.0, 3.0, 1.0]
+    c = [1 + ulp, 1 + ulp, 2.0 ** -24, 1 + ulp, -2.0 ** -139, -0.0, -6.0, 2.0 ** -24 + 2.0 ** -48]
+    assert abs(float(Fraction(a[0]) * Fraction(b[0])) - 2.0 ** -24) == tiny  # the trap is armed
+    args = [np.array(v, np.float32) for v in (a, b, c)]
+    args = [np.concatenate([v, x]) for v, x in zip(args, _operands(F32_FINITE, 3, np.float32))]
+    with np.errstate(all="ignore"):
+        got = ld.fma_f32(*args)
+    assert got.dtype == np.float32 and got.shape == args[0].shape
+    for i in range(got.size):
+        ops = [float(v[i]) for v in args]
+        if not all(map(math.isfinite, ops)):
+            continue
+        exact = Fraction(ops[0]) * Fraction(ops[1]) + Fraction(ops[2])
+        want = round32(exact, "rn") if exact != 0 else float(np.float32(ops[0]) * np.float32(ops[1]) + np.float32(ops[2]))
+        assert np.float32(want).tobytes() == got[i].tobytes(), (ops, want, got[i])
+    # the broadcast shapes the batched engine passes: (P, 1) against (P, N)
+    x = RNG.standard_normal((4, 1)).astype(np.float32)
+    y = RNG.standard_normal((4, 5)).astype(np.float32)
+    z = RNG.standard_normal((1, 5)).astype(np.float32)
+    assert ld.fma_f32(x, y, z).shape == (4, 5)
+
+
 M32 = np.float32(F32_MAX)
 BIG = 2.0 ** 600
 ROUNDED_SPECIAL_CASES = [  # symbol, arguments, expected: overflow, NaN, signed zeros, exactness

@@ -9,6 +9,7 @@ from .checks import KINDS, Check, Hooks, default_checks, kind_of, make_checks
 from .errors import CheckAborted, InternalError, launch_timeout
 from .findings import Finding, FindingLog, Violation
 from .launch import intercept
+from .memory.allocator import keep_freed_memory, no_huge_pages
 from .launch.active import activate, active_session, deactivate
 from .results import CheckReport, KernelSummary, LaunchRecord, kernel_summaries, summarize
 
@@ -263,6 +264,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
                            stall_polls=DEFAULT_STALL_POLLS if stall_polls is None else stall_polls)
     activate(session)
     started: List[Check] = []
+    keep_freed_memory()
+    pages = no_huge_pages().__enter__()
     try:
         intercept.install()
         for check in session.checks:
@@ -278,6 +281,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
             check.end_session(session)
         intercept.uninstall()
         deactivate()
+        pages.__exit__(None, None, None)
         session.close_journal()
 
 

@@ -15,6 +15,7 @@ while a launch runs, and what it computes in place of Triton's interpreter.
 from __future__ import annotations
 
 import contextvars
+import importlib
 import sys
 import numpy as np
 import triton.language as tl
@@ -52,15 +53,23 @@ def _unstale(scope) -> None:
                 scope.set_attr(pkg, name, original)
 
 
-def _import_compiler() -> None:
-    """Import Triton's compiler front end before ``triton.language`` is patched. Its code generator
-    binds ``min``, ``max`` and ``print`` to ``triton.language.core`` functions when it is imported, and
-    Triton imports it lazily (``mangle_type`` of a tensor argument does, through Gluon): imported
-    inside a patched scope, it would keep the interpreter's wrappers for good, and every later native
-    compile of a kernel that calls ``min(...)`` fails (Liger-Kernel's RMSNorm backward on a GPU under
-    ``outputs="gpu"``)."""
-    if "triton.compiler.code_generator" not in sys.modules:
-        import triton.compiler.code_generator  # noqa: F401
+def _reload_imported_while_patched(before: frozenset) -> None:
+    """Execute again, in import order, the Triton modules first imported inside a patched scope
+    (``before``: the modules imported when it began), now that it is restored.
+
+    Triton's code generator binds ``min``, ``max`` and ``print`` to ``triton.language.core``
+    functions when it is imported (Gluon's modules bind others), and Triton imports it lazily: the
+    first ``mangle_type`` does. Imported inside a patched scope it would keep the interpreter's
+    wrappers for good, and every later native compile of a kernel calling ``min(...)`` would fail
+    (Liger-Kernel's RMSNorm backward under ``outputs="gpu"``). tritonkit types arguments itself
+    (:func:`~tritonkit.check.launch.arguments.type_name`) so as not to pay for that import (about
+    0.045 s in a fresh process); this is the net for whatever else imports Triton modules while a
+    launch runs. A reload rebinds a module's names in place, so functions other modules imported
+    from it see the new ones."""
+    for name in [n for n in list(sys.modules) if n.startswith("triton.") and n not in before]:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__spec__", None) is not None:
+            importlib.reload(module)
 
 
 class patched_language:
@@ -71,7 +80,8 @@ class patched_language:
         self.builder = builder
 
     def __enter__(self):
-        _import_compiler()
+        self.modules = len(sys.modules)
+        self.imported = frozenset(sys.modules)
         scope = _interp._LangPatchScope()
         _unstale(scope)
         for lang in (tl, tl.core):
@@ -115,6 +125,8 @@ class patched_language:
         sem.builder, _interp.interpreter_builder = self.saved
         self.scope.restore()
         self.errstate.__exit__(*exc)
+        if len(sys.modules) != self.modules:
+            _reload_imported_while_patched(self.imported)
         return False
 
 

@@ -31,6 +31,7 @@ after another (the sequential engine, which stays the oracle):
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 import traceback
@@ -39,6 +40,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from ..errors import CheckAborted, Divergence, LaunchTimeout, Unbatchable, UsageError
+from ..interp import disk_cache
 from ..interp.batched import BatchedBuilder
 from ..interp.kernels import rewritten
 from ..triton_hooks import patched_language
@@ -112,7 +114,7 @@ class BatchedEngine(Engine):
                else "they are run one at a time, in order")
         tx = Transaction(launch, Guard(why))
         first = 0
-        per_program = _PER_PROGRAM.get(launch.spec_key, 0.0)
+        per_program = known = _known_per_program(launch)
         size = int(max(1, min(_MAX_BATCH, self.budget // per_program))) if per_program else _PROBE
         try:
             while first < total:
@@ -126,6 +128,8 @@ class BatchedEngine(Engine):
                 size = int(max(1, min(_MAX_BATCH, self.budget // max(1.0, per_program))))
                 if builder.max_bytes:
                     _PER_PROGRAM[launch.spec_key] = per_program
+            if per_program > known:
+                disk_cache.store_number("batch", _disk_key(launch), per_program)
         except Unbatchable as e:
             tx.rollback()
             return e.reason
@@ -139,6 +143,28 @@ class BatchedEngine(Engine):
             return f"the kernel raised {type(e).__name__} in a batch: the programs are replayed one at a time"
         tx.commit()
         return None
+
+
+def _disk_key(launch) -> Optional[str]:
+    """The key of a kernel specialization's bytes per program in the disk cache, or None where its
+    constexprs have no stable description (an object's repr with its address)."""
+    code, items = launch.spec_key
+    text = repr(items)
+    if " at 0x" in text:
+        return None
+    base = disk_cache.code_key(launch.pyfn, "batch")
+    return None if base is None else hashlib.sha256((base + text).encode()).hexdigest()[:40]
+
+
+def _known_per_program(launch) -> float:
+    """The largest value's bytes per program known for this launch's specialization: from an
+    earlier launch of this process, else from an earlier process (the disk cache), else 0."""
+    per = _PER_PROGRAM.get(launch.spec_key)
+    if per is None:
+        per = disk_cache.load_number("batch", _disk_key(launch)) or 0.0
+        if per:
+            _PER_PROGRAM[launch.spec_key] = per
+    return per
 
 
 def _run_groups(launch, tx: Transaction, fn, call_args, order: np.ndarray) -> None:

@@ -106,6 +106,21 @@ def _as_runs(cells: np.ndarray, pids: np.ndarray):
     return cells[first], cells[last] + 1, pids[first]
 
 
+def _span_runs(res, order: np.ndarray, g: int, nbytes: int):
+    """The runs of a store whose lanes are all active and consecutive cells inside the storage
+    (``res.contiguous``), ``res.per`` lanes per program of ``order``: one run per program, found
+    without a pass over the lanes (what :func:`_as_runs` gives them). None when that does not hold."""
+    per, n = res.per, res.n
+    if per < 1 or n != per * order.shape[0] or res.lo < 0 or res.hi + g > nbytes:
+        return None
+    if order.shape[0] > max(1, n // _LANES_PER_RUN):  # as cells (see _as_runs)
+        return None
+    lo = res.lo // g + per * np.arange(order.shape[0], dtype=np.int64)
+    if order.shape[0] > 1 and (np.diff(order) == 0).any():  # one program twice: its runs join
+        return None
+    return lo, lo + per, order.astype(np.int32)
+
+
 class Guard:
     """Watches the elements a batched run touches for programs that depend on each other (see the
     module). :meth:`access` is called (through the running :class:`~.transaction.Transaction`) by the launch
@@ -168,8 +183,11 @@ class Guard:
                 self.written.add(key)
             if runs is not None:
                 if as_runs:
+                    cut = _span_runs(res, order, g, storage.nbytes) if span and lanes is None else None
                     # clipped like element_cells: a lane outside the storage is never performed
-                    cut = _as_runs(np.clip(off // g, 0, ncells - 1), _lane_pids(lanes, res.per, order, off.shape[0]))
+                    if cut is None:
+                        cut = _as_runs(np.clip(off // g, 0, ncells - 1),
+                                       _lane_pids(lanes, res.per, order, off.shape[0]))
                     if cut is not None:
                         runs.add(*cut, self.why)
                         continue

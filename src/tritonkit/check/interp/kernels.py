@@ -31,7 +31,8 @@ _TRITON_DIR = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
 
 
 def rewritten(pyfn, simt: bool = False):
-    """The interpretable version of a ``@triton.jit`` function's Python body ``pyfn`` (cached).
+    """The interpretable version of a ``@triton.jit`` function's Python body ``pyfn`` (cached in
+    memory, and its code on disk: see :mod:`.disk_cache`).
 
     Uses Triton's own AST rewriter (``simt``: then the loops made runnable over a batch of programs
     whose trip counts differ, for the batched engine, see :mod:`.simt`), and remembers the code
@@ -39,15 +40,46 @@ def rewritten(pyfn, simt: bool = False):
     """
     fn = _REWRITTEN.get((pyfn, simt))
     if fn is None:
-        from .simt import SimtRewriter
+        from . import disk_cache
+        key = disk_cache.code_key(pyfn, "simt" if simt else "triton")
+        code = disk_cache.load_code(key)
         builder, _interp.interpreter_builder = _interp.interpreter_builder, TRITONS_BUILDER
         try:
-            fn = (SimtRewriter if simt else _interp.FunctionRewriter)(pyfn).rewrite_ast()
+            if code is not None:
+                fn = _exec_module(pyfn, code, simt)
+            else:
+                from .simt import SimtRewriter
+                rewriter = (SimtRewriter if simt else _interp.FunctionRewriter)(pyfn)
+                compiled = []
+
+                def compile_and_exec(tree):
+                    compiled.append(compile(tree, filename=rewriter.filename, mode="exec"))
+                    return _exec_module(pyfn, compiled[0], simt)
+                rewriter._compile_and_exec = compile_and_exec
+                fn = rewriter.rewrite_ast()
+                if compiled and fn is not pyfn:
+                    disk_cache.store_code(key, compiled[0])
         finally:
             _interp.interpreter_builder = builder
         _REWRITTEN[(pyfn, simt)] = fn
         KERNEL_CODES[fn.__code__] = pyfn.__name__
     return fn
+
+
+def _exec_module(pyfn, code, simt: bool):
+    """Run a rewritten function's compiled module ``code`` as Triton's rewriter runs it (in the
+    function's globals, after adding its interpreter module's names that they lack; for the
+    batched rewrite, the runtime of :mod:`.simt` too) and return the new function."""
+    fn_globals = pyfn.__globals__
+    if simt:
+        from . import simt as simt_module
+        fn_globals.setdefault(simt_module._MODULE, simt_module)
+    for name, value in vars(_interp).items():
+        if name not in fn_globals:
+            fn_globals[name] = value
+    namespace: Dict[str, Any] = {}
+    exec(code, fn_globals, namespace)
+    return namespace[pyfn.__name__]
 
 
 def user_code(code) -> bool:

@@ -282,19 +282,38 @@ def _ffma(mode):
 def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``a*b + c`` rounded once to float32, to nearest even (float32 arrays of one shape).
 
-    The product is exact in float64 and the sum is rounded to float64 then to float32; that double
-    rounding can differ from one rounding only where the float64 sum falls exactly halfway between
-    two float32 values (or in float32's subnormal range): those elements are redone exactly."""
-    x, y, z = a.astype(F64), b.astype(F64), c.astype(F64)
-    s = x * y + z
-    out = s.astype(np.float32)
-    low = s.view(np.uint64) & np.uint64((1 << 29) - 1)
-    redo = np.flatnonzero((low == np.uint64(1 << 28)) | (np.abs(s) < 2.0 ** -125))
-    if redo.size:
-        flat = out.reshape(-1)
-        flat[redo] = _ffma("rn")(a.reshape(-1)[redo], b.reshape(-1)[redo], c.reshape(-1)[redo])
-        out = flat.reshape(out.shape)
-    return out
+    The product is exact in float64 and the sum is rounded to float64 then to float32. That double
+    rounding can differ from one rounding only where the float64 sum lands exactly halfway between
+    two float32 values without being exact itself: there the sum's rounding error (Knuth's two-sum)
+    says on which side of the halfway point the exact value lies, and the sum is moved one float64
+    step that way before its conversion. A halfway sum that is exact (``acc * 1.0 + x``, common in
+    online softmax) is converted as it is. Sums in float32's subnormal range (nonzero, below
+    2**-125) are redone exactly."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+    p = np.multiply(a, b, dtype=F64)  # exact: 24 x 24 bits
+    s = np.add(p, c, dtype=F64)
+    out = s.astype(np.float32).reshape(-1)
+    flat_s = s.reshape(-1)
+    low = flat_s.view(np.uint64) & np.uint64((1 << 29) - 1)
+    half = np.flatnonzero(low == np.uint64(1 << 28))
+    if half.size:
+        ph = np.broadcast_to(p, shape).reshape(-1)[half]
+        ch = np.broadcast_to(c, shape).reshape(-1)[half].astype(F64)
+        sh = flat_s[half]
+        bb = sh - ph
+        err = (ph - (sh - bb)) + (ch - bb)  # exact value = sh + err
+        inexact = err != 0
+        if inexact.any():
+            idx = half[inexact]
+            moved = np.nextafter(sh[inexact], np.where(err[inexact] > 0, _INF, -_INF))
+            out[idx] = moved.astype(np.float32)
+    tiny = np.flatnonzero(np.abs(flat_s) < 2.0 ** -125)
+    if tiny.size:
+        tiny = tiny[flat_s[tiny] != 0]  # an exactly zero sum is exact, its sign IEEE's
+    if tiny.size:
+        fa, fb, fc = (np.broadcast_to(v, shape).reshape(-1)[tiny] for v in (a, b, c))
+        out[tiny] = _ffma("rn")(fa, fb, fc)
+    return out.reshape(shape)
 
 
 def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

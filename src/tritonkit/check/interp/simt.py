@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import sys
 from typing import List, Optional
 
 import numpy as np
@@ -309,7 +308,3 @@ class SimtRewriter(_interp.FunctionRewriter):
         tree = _LoopTransformer().visit(tree)
         ast.fix_missing_locations(tree)
         return tree
-
-    def _compile_and_exec(self, transformed_ast):
-        self.fn.__globals__.setdefault(_MODULE, sys.modules[__name__])
-        return super()._compile_and_exec(transformed_ast)

@@ -31,6 +31,40 @@ def _dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
+def type_name(value, specialize: bool = False) -> str:
+    """The type Triton's JIT gives an argument, as ``triton.runtime.jit.mangle_type`` names it:
+    ``"u1"`` for a bool, ``"i32"``/``"i64"``/``"u64"`` for an int by its range (``"constexpr"``
+    for 1 when ``specialize``), ``"fp32"`` for a float, ``"*fp32"`` and so on for a tensor (or a
+    ``TensorWrapper``). Computed here rather than by ``mangle_type``, whose first call imports
+    Triton's whole compiler front end (about 0.045 s in a fresh process); anything else is left
+    to ``mangle_type``.
+
+    Raises:
+        OverflowError: an int outside [-2**63, 2**64).
+    """
+    if isinstance(value, bool):
+        return "u1"
+    if isinstance(value, int):
+        if specialize and value == 1:
+            return "constexpr"
+        if -2 ** 31 <= value < 2 ** 31:
+            return "i32"
+        if -2 ** 63 <= value < 2 ** 63:
+            return "i64"
+        if 0 <= value < 2 ** 64:
+            return "u64"
+        raise OverflowError(f"integer {value} does not fit in 64 bits")
+    if isinstance(value, float):
+        return "fp32"
+    dtype = getattr(value, "dtype", None)
+    if isinstance(value, (torch.Tensor, triton.runtime.jit.TensorWrapper)) and isinstance(dtype, torch.dtype):
+        from triton._utils import type_canonicalisation_dict
+        name = type_canonicalisation_dict.get(str(dtype).split(".")[-1])
+        if name is not None:
+            return "*" + name
+    return triton.runtime.jit.mangle_type(value, specialize)
+
+
 def scalar_argument(value, annotation_type: str = "", specialize: bool = True):
     """A scalar kernel argument as the compiled kernel receives it.
 
@@ -48,7 +82,7 @@ def scalar_argument(value, annotation_type: str = "", specialize: bool = True):
     if not isinstance(value, (bool, int, float)):
         return value
     try:
-        name = annotation_type.lstrip("*") if annotation_type else triton.runtime.jit.mangle_type(value, specialize)
+        name = annotation_type.lstrip("*") if annotation_type else type_name(value, specialize)
     except Exception as e:  # e.g. an int over 64 bits
         raise UsageError(f"scalar argument {value!r} cannot be passed to a kernel: {e}") from None
     if name == "constexpr":
@@ -122,7 +156,7 @@ class ArgMapper:
         itemsize = t.element_size()
         region = self.space.add(name, hs, t.storage_offset() * itemsize, itemsize, tuple(t.shape), tuple(t.stride()),
                                 _dtype_name(t))
-        ty = tl.str_to_ty(triton.runtime.jit.mangle_type(arg), None)
+        ty = tl.str_to_ty(type_name(arg), None)
         return tl.tensor(_interp.TensorHandle(np.array([region.vaddr], dtype=np.uint64), ty), ty)
 
     def convert(self, name: str, arg, spec: Tuple[str, bool] = ("", True)):

@@ -16,7 +16,7 @@ from ..checks.launch_errors import KernelError, Timeout, Unsupported
 from ..engine import BatchedEngine, Engine, SequentialEngine
 from ..errors import CheckAborted, InternalError, LaunchStalled, LaunchTimeout, StaticAssertFailed, UsageError
 from ..findings import Violation
-from ..interp.kernels import LOCK, innermost_file, innermost_kernel_frame, rewritten, traceback_frames
+from ..interp.kernels import LOCK, innermost_file, innermost_kernel_frame, traceback_frames
 from ..results import LaunchRecord
 from ..triton_hooks import patched_language
 from .arguments import ArgMapper, RawPointers, bind_arguments, normalize_grid, scalar_specs, spec_item
@@ -87,7 +87,6 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
         record.status = "empty_grid"
         session.end_launch(launch)
         return record
-    fn = rewritten(pyfn)
     specs = scalar_specs(jit, pyfn)
     mapper = ArgMapper(launch.space)
     launch.space.foreign = RawPointers(mapper)
@@ -98,7 +97,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
             with patched_language(launch.builder):
                 call_args = {n: (v if n in constexprs else mapper.convert(n, v, specs.get(n, ("", True))))
                              for n, v in bound.items()}
-                launch.spec_key = (fn.__code__, tuple(spec_item(v) for v in call_args.values()))
+                launch.spec_key = (pyfn.__code__, tuple(spec_item(v) for v in call_args.values()))
                 launch.builder.set_grid_dim(*dims)
             launch.entry_frame = sys._getframe()
             with timer:

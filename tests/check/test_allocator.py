@@ -1,0 +1,66 @@
+"""Once a check session begins, glibc keeps freed memory for reuse: the batched engine's arrays of
+up to the batch budget are then not faulted in again page by page at every batch and launch."""
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+                                reason="glibc's allocator only")
+
+_CHILD = textwrap.dedent('''
+    import resource, sys
+    import numpy as np
+    from tritonkit.check.memory.allocator import keep_freed_memory
+    print("set", keep_freed_memory())
+    faults = []
+    for _ in range(4):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        # a batch's values at the default budget: several of up to 16 MiB alive at once
+        values = [np.ones(4 << 20, dtype=np.float32) for _ in range(4)]
+        del values
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    print("faults", max(faults[1:]))
+''')
+
+
+def _run(env):
+    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    return lines["set"], int(lines["faults"])
+
+
+def test_a_freed_batch_sized_array_is_reused_without_page_faults():
+    state, faults = _run({"TRITONKIT_KEEP_FREED_MEMORY": "1"})
+    assert state == "True"
+    assert faults < 400  # 64 MiB is 16384 pages
+
+
+def test_it_can_be_turned_off_and_then_every_array_is_faulted_in_again():
+    state, faults = _run({"TRITONKIT_KEEP_FREED_MEMORY": "0"})
+    assert state == "None"
+    assert faults > 2000
+
+
+def test_a_process_that_set_its_allocator_up_is_left_as_it_is():
+    state, _ = _run({"MALLOC_TRIM_THRESHOLD_": "131072"})
+    assert state == "None"
+
+
+def test_numpy_advises_no_huge_pages_inside_a_session_and_as_before_after_it():
+    from tritonkit.check import checking
+    from tritonkit.check.memory.allocator import _madvise_switch
+    switch = _madvise_switch()
+    if switch is None:
+        pytest.skip("this NumPy has no huge-page switch")
+    for before in (True, False):
+        switch(before)
+        with checking():
+            inside = switch(False)
+        after = switch(before)
+        assert inside is False and after is before
