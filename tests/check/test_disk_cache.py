@@ -76,7 +76,7 @@ def test_an_edited_kernel_is_rewritten_again(tmp_path):
     assert edited["findings"] == ["out_of_bounds"]
 
 
-@pytest.mark.parametrize("damage", ["garbage", "empty", "truncated", "directory", "json-string"])
+@pytest.mark.parametrize("damage", ["garbage", "empty", "truncated", "directory", "json-string", "fifo"])
 def test_a_damaged_entry_is_a_miss_and_is_written_again(tmp_path, damage):
     _write_kernel(tmp_path)
     clean = _child(tmp_path, tmp_path)
@@ -91,9 +91,11 @@ def test_a_damaged_entry_is_a_miss_and_is_written_again(tmp_path, damage):
             path.write_bytes(data[: len(data) // 2])
         elif damage == "directory":
             path.mkdir()
+        elif damage == "fifo":
+            os.mkfifo(path)
         else:
             path.write_text(json.dumps("1e9"))
-    again = _child(tmp_path, tmp_path)
+    again = _child(tmp_path, tmp_path)  # a read that blocked would stop here (the child's timeout)
     assert again["out"] == clean["out"] and again["findings"] == clean["findings"]
     if damage in ("garbage", "truncated", "json-string", "empty"):
         # written again: a third process reads it back
@@ -126,3 +128,20 @@ def test_processes_filling_the_cache_at_once_all_succeed(tmp_path):
     assert all(r["out"] == [0.0, 2.0, 4.0] and r["findings"] == [] for r in results)
     assert not list((tmp_path / "check").glob(".*.tmp-*"))  # no temporary file left behind
     assert _child(tmp_path, tmp_path, "no-rewrite")["batches"] == 1
+
+
+def test_reading_an_entry_allocates_about_its_size(tmp_path, monkeypatch):
+    """An entry is read by its size (a read up to the 16 MiB limit allocated the whole limit, which
+    showed as a 16 MiB peak in the launches of a warm cache)."""
+    import tracemalloc
+    from tritonkit.check.interp import disk_cache
+    monkeypatch.setenv("TRITONKIT_CACHE_DIR", str(tmp_path / "tune"))
+    disk_cache.store_code("k" * 40, _child.__code__)
+    tracemalloc.start()
+    try:
+        code = disk_cache.load_code("k" * 40)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code is not None and code.co_name == "_child"
+    assert peak < 1 << 20

@@ -53,6 +53,8 @@ class CheckOptions:
         children: check the program's Python child processes too.
         outputs: ``"checked"`` or ``"gpu"``, as :func:`tritonkit.check.checking` takes it.
         stall_polls: as :func:`tritonkit.check.checking` takes it (None: its default).
+        workers: processes checking an autotuned kernel's configs at once, as
+            :func:`tritonkit.check.checking` takes it (None: the cores this process may use).
     """
 
     checks: Optional[List[str]] = None
@@ -66,6 +68,7 @@ class CheckOptions:
     children: bool = True
     outputs: str = "checked"
     stall_polls: Optional[int] = None
+    workers: Optional[int] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """Plain JSON data."""
@@ -100,7 +103,7 @@ class CheckOptions:
         """The keyword arguments of :func:`~tritonkit.check.checking` (``child``: no pdb there)."""
         return dict(checks=self.check_list(), nan=self.nan, stop_on_first=self.stop_on_first, timeout=self.timeout,
                     pdb=self.pdb and not child, engine=self.engine, batch_memory=self.batch_memory,
-                    outputs=self.outputs, stall_polls=self.stall_polls)
+                    outputs=self.outputs, stall_polls=self.stall_polls, workers=self.workers)
 
 
 # ------------------------------------------------------------------------------------ the environment
@@ -328,8 +331,12 @@ def _after_fork_in_child() -> None:
     """In a process just forked from a checked one: from now on, its own journal with only its own
     findings and launches (the parent's stay the parent's)."""
     from .findings import FindingLog
+    from .launch import parallel
     from .launch.active import active_session
     from .checks import KINDS
+
+    if parallel.IN_WORKER_FORK:  # a worker checking configs: its results go back to this process
+        return
 
     session = active_session()
     if session is None or session.journal is None:

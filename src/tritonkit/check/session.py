@@ -58,16 +58,20 @@ class CheckSession:
         journal: a :class:`~tritonkit.check.journal.Journal` that every finding is written to as it
             is found (and launch records as they end), so that another process can report them
             even if this one ends hard; None for none.
+        workers: processes that check an autotuned kernel's configs at once (see
+            :mod:`~tritonkit.check.launch.parallel`); None: ``TRITONKIT_WORKERS`` if set, else the
+            cores this process may use (``os.sched_getaffinity``); 1: one config after another.
 
     Raises:
         ValueError: an unknown ``engine`` or ``outputs``, a ``batch_memory`` that is not a positive integer,
-            or a ``timeout`` that is not a positive number (``inf`` means no limit).
+            a ``timeout`` that is not a positive number (``inf`` means no limit), or ``workers`` (or
+            ``TRITONKIT_WORKERS``) that is not a positive integer.
     """
 
     def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
                  timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
                  batch_memory: Optional[int] = None, journal=None, outputs: str = "checked",
-                 stall_polls: int = DEFAULT_STALL_POLLS) -> None:
+                 stall_polls: int = DEFAULT_STALL_POLLS, workers: Optional[int] = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if outputs not in OUTPUTS:
@@ -84,6 +88,8 @@ class CheckSession:
             raise ValueError(f"batch_memory must be a positive number of bytes, not {batch_memory!r}")
         self.engine = engine
         self.batch_memory = batch_memory
+        from .launch.parallel import resolve_workers
+        self.workers = resolve_workers(workers)
         self.checks: List[Check] = default_checks(nan=nan) if checks is None else make_checks(checks)
         #: the checks' hooks by event (what the builder calls)
         self.hooks = Hooks(self.checks)
@@ -155,6 +161,34 @@ class CheckSession:
             self.journal.launch(launch.record)
             self.journal.findings(self._log, final=False)
 
+    def adopt(self, records: List[LaunchRecord], violations: list, printed: str = "") -> None:
+        """Take what a config's worker process added to its copy of the session, as if this
+        process had run the config (see :mod:`~tritonkit.check.launch.parallel`): its launch
+        records, and ``violations`` as ``(index into records, violation, grid ndim)`` in the
+        order they were found, and the text it printed.
+
+        Raises:
+            CheckAborted: ``stop_on_first``, at the first violation of a kind that does not stop its
+                launch itself (the ones after it are not taken, as a serial run never made them).
+        """
+        if printed:
+            sys.stdout.write(printed)
+        by_record: Dict[int, list] = {}
+        for k, v, ndim in violations:
+            by_record.setdefault(k, []).append((v, ndim))
+        for k, record in enumerate(records):
+            self.launches.append(record)
+            for v, ndim in by_record.get(k, ()):
+                index, new = self._log.add(v, id(record), ndim)
+                if new and self.journal is not None:
+                    self.journal.new_finding(index, self._log.finding(index))
+                if self.stop_on_first and not kind_of(v.kind).aborts_launch:
+                    self.aborted = "stopped at the first finding (--stop-on-first)"
+                    raise CheckAborted(self.aborted)
+            if self.journal is not None:
+                self.journal.launch(record)
+                self.journal.findings(self._log, final=False)
+
     def add_violation(self, v: Violation, launch, frame=None) -> None:
         """Fold a violation of ``launch`` into the findings; open pdb at ``frame`` (a kernel frame)
         for the first one with ``pdb``.
@@ -216,7 +250,7 @@ def _on_stack(frame) -> bool:
 def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
              timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
              batch_memory: Optional[int] = None, journal=None, outputs: str = "checked",
-             stall_polls: Optional[int] = None) -> Iterator[CheckSession]:
+             stall_polls: Optional[int] = None, workers: Optional[int] = None) -> Iterator[CheckSession]:
     """Check every Triton kernel launched inside the ``with`` block on the CPU.
 
     Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
@@ -240,6 +274,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
             stopped as stalled (None: 100000; 0: never).
         journal: a :class:`~tritonkit.check.journal.Journal` to write every finding to as it is
             found (None: none; ``tritonkit check`` and its child processes journal).
+        workers: processes that check an autotuned kernel's configs at once (None: as many as the
+            cores this process may use, or ``TRITONKIT_WORKERS``; 1: one config after another).
 
     Yields:
         the :class:`CheckSession`; read ``session.findings`` after the block.
@@ -247,7 +283,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
     Raises:
         RuntimeError: if a session is already active (sessions do not nest).
         ValueError: an unknown check kind in ``checks``, an unknown ``engine`` or ``outputs``, a bad
-            ``batch_memory``, or an unknown device model in ``TRITONKIT_DEVICE_MODEL``.
+            ``batch_memory`` or ``workers``, or an unknown device model in ``TRITONKIT_DEVICE_MODEL``.
         CheckAborted: out of the block, when a kernel could not finish or ``stop_on_first`` fired;
             the reason is in ``session.findings``.
 
@@ -261,7 +297,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
     device_model()  # a bad TRITONKIT_DEVICE_MODEL is refused before anything is patched
     session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan,
                            engine=engine, batch_memory=batch_memory, journal=journal, outputs=outputs,
-                           stall_polls=DEFAULT_STALL_POLLS if stall_polls is None else stall_polls)
+                           stall_polls=DEFAULT_STALL_POLLS if stall_polls is None else stall_polls,
+                           workers=workers)
     activate(session)
     started: List[Check] = []
     keep_freed_memory()

@@ -63,7 +63,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "a time per launch where it must (the summary says which and why); sequential: one "
                         "program at a time, like TRITON_INTERPRET=1")
     c.add_argument("--batch-memory", type=int, metavar="MB",
-                   help="the most memory one value of a batch of programs may take, in MiB (default 64)")
+                   help="the most memory one value of a batch of programs may take, in MiB (default 16)")
+    c.add_argument("--workers", type=int, metavar="N", default=None,
+                   help="processes that check an autotuned kernel's configs at once (default: the cores this "
+                        "process may use, or $TRITONKIT_WORKERS; 1: one config after another)")
     c.add_argument("--outputs", choices=("checked", "gpu"), default="checked",
                    help="where a launch on CUDA tensors gets its results: checked (default: the interpreter's) or "
                         "gpu (checked, then run natively when it had no finding: the program sees the GPU's results)")
@@ -117,11 +120,13 @@ def _options(args):
         raise BadUsage("--batch-memory MB: a positive number of MiB")
     if args.stall_polls is not None and args.stall_polls < 0:
         raise BadUsage("--stall-polls N: a number of polls, 0 (never stop) or more")
+    if args.workers is not None and args.workers < 1:
+        raise BadUsage("--workers N: a number of processes, 1 or more")
     return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=timeout,
                         pdb=args.pdb, engine=args.engine,
                         batch_memory=args.batch_memory << 20 if args.batch_memory else None,
                         access_maps=args.access_maps, children=not args.no_children, outputs=args.outputs,
-                        stall_polls=args.stall_polls)
+                        stall_polls=args.stall_polls, workers=args.workers)
 
 
 def _list_checks() -> int:

@@ -24,6 +24,7 @@ import hashlib
 import json
 import marshal
 import os
+import stat
 import sys
 import types
 from typing import Callable, Optional
@@ -86,14 +87,31 @@ def _path(kind: str, key: str) -> Optional[str]:
     return os.path.join(d, f"{kind}-{key}")
 
 
+#: bytes: an entry larger than this is not read (a kernel's code is some KiB)
+_MAX_ENTRY = 1 << 24
+
+
 def _read(path: Optional[str]) -> Optional[bytes]:
+    """The bytes of the entry at ``path``, or None (none, unreadable, not a file, too large). Sized
+    from ``fstat``: ``read(limit)`` would allocate the whole limit for every entry."""
     if path is None:
         return None
-    try:
-        with open(path, "rb") as f:
-            return f.read(1 << 24)
+    try:  # non-blocking: a FIFO by the entry's name must not hang the check
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_ENTRY:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read(st.st_size)
+    except OSError:
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _write(path: Optional[str], data: bytes) -> None:

@@ -133,7 +133,10 @@ class ArgMapper:
             elif t.device.type == "meta":
                 raise UsageError("a tensor on the 'meta' device has no data to check: pass real tensors")
             else:
-                host, dev = st.cpu(), st
+                from .parallel import WORKER_HOST_STORAGES, _fresh_host
+                # in a config's worker process the GPU is out of reach: the bytes copied before the fork
+                host = _fresh_host(key) if WORKER_HOST_STORAGES is not None else None
+                host, dev = (st.cpu() if host is None else host), st
             nbytes = host.nbytes()
             buf_t = torch.empty(0, dtype=torch.uint8).set_(host, 0, (nbytes,), (1,))
             buf_t._tritonkit_host = True  # tritonkit's own view of the bytes: never a pointer table's tensor
@@ -190,7 +193,11 @@ class ArgMapper:
         return scalar_argument(arg, *spec)
 
     def copy_back(self) -> None:
-        """Copy the host copies of device storages that a lane wrote back to the device."""
+        """Copy the host copies of device storages that a lane wrote back to the device (not in a
+        config's worker process, whose writes are undone anyway)."""
+        from .parallel import WORKER_HOST_STORAGES
+        if WORKER_HOST_STORAGES is not None:
+            return
         for hs in self.space.storages.values():
             if hs.device_storage is not None and hs.written:
                 hs.device_storage.copy_(hs.host_storage)

@@ -7,8 +7,9 @@ import contextlib
 import contextvars
 from typing import Dict, List, Optional
 
-from ..errors import StaticAssertFailed
+from ..errors import CheckAborted, StaticAssertFailed
 from ..triton_hooks import autotuning
+from . import parallel
 from .active import active_session
 
 _config_label: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("tritonkit_config", default=None)
@@ -43,11 +44,17 @@ def _tensors(values) -> List:
 
 class _Snapshot:
     """Copies of the storages of some tensors, and what each check knows of them
-    (``Check.save_state``), to undo a config's side effects."""
+    (``Check.save_state``), to undo a config's side effects. In a config's worker process the
+    storages of CUDA tensors are left out: the GPU is out of its reach, and its launches write
+    copies of their bytes (see :mod:`.parallel`)."""
 
     def __init__(self, tensors):
+        from .parallel import WORKER_HOST_STORAGES
+        self.tensors = tensors
         self.saved: Dict[int, tuple] = {}
         for t in tensors:
+            if WORKER_HOST_STORAGES is not None and t.device.type != "cpu":
+                continue
             st = t.untyped_storage()
             if st.data_ptr() not in self.saved:
                 self.saved[st.data_ptr()] = (st, st.clone())
@@ -58,6 +65,16 @@ class _Snapshot:
             st.copy_(copy)
         for check, state in self.checks:
             check.restore_state(state)
+
+    @contextlib.contextmanager
+    def restored(self):
+        """The ``with`` block runs on the snapshot's state; what was there before it is put back after."""
+        now = _Snapshot(self.tensors)
+        self.restore()
+        try:
+            yield
+        finally:
+            now.restore()
 
 
 def _run_config(self, args, kwargs, config) -> None:
@@ -96,16 +113,57 @@ def checked_autotune(self, *args, **kwargs):
         if entry is None and len(configs) > 1:
             # Like Triton's autotuner, a config that fails a tl.static_assert (it would not compile)
             # is skipped, not reported: the kept config is the first one that compiles.
-            for config in configs[1:]:
+            def run_one(i):
                 snap = _Snapshot(tensors)
                 try:
                     with _compiling_quietly():
-                        _run_config(self, args, kwargs, config)
-                    candidates.append(config)
-                except StaticAssertFailed:
-                    pass
+                        _run_config(self, args, kwargs, configs[i])
                 finally:
                     snap.restore()
+            session = active_session()
+            others = list(range(1, len(configs)))
+            mine, theirs, workers, overlap = parallel.plan(session, others)
+            pool = parallel.start(run_one, theirs, session, tensors, workers) if theirs else None
+            if pool is None:
+                mine, theirs = others, []
+            try:
+                with (parallel.limit_threads(pool.threads) if pool else contextlib.nullcontext()):
+                    for i in mine:  # the earliest configs, here, while the workers run theirs
+                        try:
+                            run_one(i)
+                            candidates.append(configs[i])
+                        except StaticAssertFailed:
+                            pass
+                    kept = _run_kept_meanwhile(self, args, kwargs, configs[0], session, tensors) if pool and overlap \
+                        else None
+            except BaseException:
+                if pool is not None:
+                    pool.abandon()  # a serial run would never have run the later configs
+                raise
+            done = pool.finish() if pool else {}
+            for i in theirs:
+                result = done.get(i)
+                if result is not None:
+                    session.adopt(result.records, result.violations, result.printed)
+                    if result.outcome == "aborted":
+                        if kept is not None:
+                            kept.before.restore()  # a serial run stopped before the kept config
+                        raise CheckAborted(result.message)
+                    if result.outcome == "ok":
+                        candidates.append(configs[i])
+                    continue
+                try:
+                    with (kept.before.restored() if kept else contextlib.nullcontext()):
+                        run_one(i)
+                    candidates.append(configs[i])
+                except StaticAssertFailed:
+                    pass
+            if kept is not None:
+                session.adopt(kept.capture.records, kept.capture.violations, kept.capture.printed)
+                if kept.error is not None:
+                    raise kept.error
+                seen[(id(self), key)] = (self, configs[0])
+                return kept.value
             self.pre_hook({**self.nargs, **kwargs, **configs[0].all_kwargs()}, reset_only=True)
         for i, chosen in enumerate(candidates):
             last = i == len(candidates) - 1
@@ -124,6 +182,37 @@ def checked_autotune(self, *args, **kwargs):
             return result
     finally:
         self.nargs = None
+
+
+class _Kept:
+    """The kept config's launch, run in this process while workers check the others (see
+    :mod:`.parallel`): what it added to the session held back (``capture``), its return value or
+    the exception it raised, and the arguments as they were before it (``before``), for a config a
+    worker could not finish, which then runs here on them."""
+
+    def __init__(self, before, capture=None, value=None, error=None) -> None:
+        self.before, self.capture, self.value, self.error = before, capture, value, error
+
+
+def _run_kept_meanwhile(self, args, kwargs, config, session, tensors) -> Optional[_Kept]:
+    """Run the first config, which the program keeps, while workers run the others (as the serial
+    order runs it after them: with the autotuner's ``reset_to_zero`` arguments zeroed first); None
+    where it would not compile (then the next config that compiles is kept, which the workers tell,
+    and the arguments are as before)."""
+    before = _Snapshot(tensors)
+    kept = _Kept(before)
+    capture = parallel.Capture(session, hold=True)
+    try:
+        with capture:
+            self.pre_hook({**self.nargs, **kwargs, **config.all_kwargs()}, reset_only=True)
+            kept.value = _run_kept(self, args, kwargs, config)
+    except StaticAssertFailed:
+        before.restore()
+        return None
+    except Exception as e:  # raised after the other configs' findings are taken, as a serial run would
+        kept.error = e
+    kept.capture = capture
+    return kept
 
 
 def _run_kept(self, args, kwargs, chosen):

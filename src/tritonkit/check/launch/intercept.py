@@ -110,8 +110,13 @@ def _checked_autotune(self, *args, **kwargs):
 
 
 def _capturing() -> bool:
-    """Whether this thread's current CUDA stream is capturing a graph (never initializes CUDA)."""
+    """Whether this thread's current CUDA stream is capturing a graph (never initializes CUDA;
+    never in a config's worker process, which has no GPU: see :mod:`.parallel`)."""
     import torch
+
+    from .parallel import WORKER_HOST_STORAGES
+    if WORKER_HOST_STORAGES is not None:
+        return False
     try:
         return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
     except (RuntimeError, AssertionError):

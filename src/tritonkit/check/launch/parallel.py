@@ -1,0 +1,374 @@
+"""An autotuned kernel's configs checked at once, in worker processes forked from the checked one.
+
+Under check, every config of an autotuned kernel runs once per new key, its side effects undone
+before the next (:mod:`.autotune`); the configs after the first are independent of each other and
+of what follows (their writes are undone, only their findings and launch records stay). They are
+handed to up to ``workers`` processes forked from this one (copy on write: the tensors are not
+copied), each of which runs its share one after another and sends back, per config, what it
+added to the session: launch records, the violations of each, the text its ``device_print`` wrote,
+and whether the config compiled. The parent then takes the configs in order, as if it had run them
+itself: the findings, their order, the records and the printed text are those of a serial run.
+
+Nothing is lost to a worker: a config whose worker died, hung (no progress for ``stall`` seconds),
+raised something other than a finding, or could not send its result back is run again by the
+parent, serially, in its place in the order. A worker never touches a GPU (a CUDA context does not
+survive a fork): the storages of CUDA tensors are copied to the host before the fork, and a config
+that still needs the GPU (a ``pre_hook`` zeroing a CUDA tensor) fails in its worker and is run by
+the parent.
+
+Fork is Linux's and macOS's: elsewhere, with ``pdb``, or with one worker, configs run serially.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import os
+import pickle
+import select
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+#: set around this module's fork: the fork hook of :mod:`..process` leaves such a child alone
+IN_WORKER_FORK = False
+#: in a worker: host copies of the CUDA storages of the configs' tensors, by (device, data_ptr)
+WORKER_HOST_STORAGES: Optional[Dict[tuple, object]] = None
+#: seconds without a finished config after which a worker is taken for hung (at least)
+MIN_STALL = 300.0
+
+
+def available_cores() -> int:
+    """The cores this process may run on (``os.sched_getaffinity`` where there is one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_workers(workers: Optional[int]) -> int:
+    """The worker count a session uses: ``workers`` if given (1: serial), else
+    ``TRITONKIT_WORKERS`` if set, else :func:`available_cores`.
+
+    Raises:
+        ValueError: a count that is not a positive integer (the variable's too).
+    """
+    if workers is None:
+        env = os.environ.get("TRITONKIT_WORKERS", "").strip()
+        if not env:
+            return available_cores()
+        try:
+            workers = int(env)
+        except ValueError:
+            raise ValueError(f"TRITONKIT_WORKERS must be a positive number of processes, not {env!r}") from None
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive number of processes, not {workers!r}")
+    return workers
+
+
+@dataclasses.dataclass
+class ConfigResult:
+    """What one config added to the session in a worker.
+
+    Attributes:
+        outcome: ``"ok"``, ``"static_assert"`` (it would not compile: skipped, as Triton's autotuner
+            skips it) or ``"aborted"`` (a finding stopped the program; ``message`` says why).
+        records: the launch records it appended, in order.
+        violations: ``(index into records, violation, grid ndim)`` in the order they were found.
+        printed: what it wrote to ``sys.stdout`` (``device_print``).
+    """
+
+    outcome: str
+    records: list
+    violations: list
+    printed: str
+    message: str = ""
+
+
+def limit_threads(threads: int):
+    """A context in which the BLAS libraries NumPy uses (``tl.dot`` is a ``numpy.matmul``) run
+    ``threads`` threads, through threadpoolctl where it is installed (a no-op where not): a worker
+    and the parent each running a BLAS with every core's threads would oversubscribe the machine."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=max(1, threads), user_api="blas")
+
+
+def can_fork(session) -> bool:
+    """Whether configs may go to workers in this session."""
+    return hasattr(os, "fork") and sys.platform != "win32" and not session.pdb and session.workers > 1
+
+
+def _device_storages(tensors: Sequence) -> Dict[tuple, object]:
+    """Host copies of the storages of the tensors on a device other than the CPU."""
+    out = {}
+    for t in tensors:
+        if getattr(t, "device", None) is None or t.device.type in ("cpu", "meta"):
+            continue
+        st = t.untyped_storage()
+        key = (str(t.device), st.data_ptr())
+        if key not in out:
+            out[key] = st.cpu()
+    return out
+
+
+def _fresh_host(key):
+    """In a worker: a new host copy of a CUDA storage's bytes (each launch writes its own)."""
+    return WORKER_HOST_STORAGES[key].clone() if WORKER_HOST_STORAGES and key in WORKER_HOST_STORAGES else None
+
+
+class Capture:
+    """What a block adds to a session, taken aside as :class:`ConfigResult` parts: the launch
+    records it appends, the violations of each (in order), what it prints.
+
+    ``hold``: the violations are only taken (the launch is marked as having found something),
+    not folded into the session's findings, and the records are taken out of ``session.launches``
+    at the end, with the journal off meanwhile: the parent's run of the kept config while the
+    workers run the others, handed to :meth:`~tritonkit.check.CheckSession.adopt` after theirs.
+    Otherwise (a worker) they are also added as usual."""
+
+    def __init__(self, session, hold: bool = False) -> None:
+        self.session, self.hold = session, hold
+        self.records: list = []
+        self.violations: list = []
+        self.printed = ""
+
+    def __enter__(self) -> "Capture":
+        session = self.session
+        self.mark = len(session.launches)
+        self.found: list = []
+        self.journal, self.stdout = session.journal, sys.stdout
+        add = session.add_violation
+
+        def add_violation(v, launch, frame=None):
+            self.found.append((launch.record, v, launch.grid_ndim))
+            if self.hold:
+                launch.found = True
+                return None
+            return add(v, launch, frame)
+        session.add_violation = add_violation
+        if self.hold:
+            session.journal = None
+        sys.stdout = self._buffer = io.StringIO()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        session = self.session
+        sys.stdout = self.stdout
+        del session.add_violation  # the class's method again
+        session.journal = self.journal
+        self.printed = self._buffer.getvalue()
+        self.records = session.launches[self.mark:]
+        if self.hold:
+            del session.launches[self.mark:]
+        index = {id(r): k for k, r in enumerate(self.records)}
+        self.violations = [(index[id(r)], v, nd) for r, v, nd in self.found if id(r) in index]
+        return False
+
+    def result(self, outcome: str, message: str = "") -> ConfigResult:
+        """The block's additions as the :class:`ConfigResult` of a config that ended with ``outcome``."""
+        return ConfigResult(outcome, self.records, self.violations, self.printed, message)
+
+
+def plan(session, others: List[int]):
+    """How an autotuned kernel's configs are shared out: ``(mine, theirs, workers, overlap)``: the
+    other configs this process runs itself first (the earliest, so that their findings come first
+    as in a serial run), those the ``workers`` workers run, and whether this process runs the kept
+    config meanwhile. Every process, this one included, gets about as many configs (the kept one
+    counts); one worker or no fork: this process runs everything, in order."""
+    processes = session.workers if can_fork(session) else 1
+    if processes < 2 or not others:
+        return list(others), [], 0, False
+    overlap = can_overlap_kept(session)
+    if not overlap:  # this process waits: the workers share the others
+        return [], list(others), min(processes, len(others)), False
+    per = -(-(len(others) + 1) // processes)
+    mine = list(others[:per - 1])
+    theirs = list(others[len(mine):])
+    return mine, theirs, min(processes - 1, len(theirs)), True
+
+
+def can_overlap_kept(session) -> bool:
+    """Whether the kept config may run in this process while the workers run the others: not
+    where a finding stops the program at once (``stop_on_first``, ``pdb``), which must happen in
+    the configs' order."""
+    return not session.stop_on_first and not session.pdb
+
+
+class Pool:
+    """Workers running a share each of an autotuned kernel's configs (see the module); made by
+    :func:`start`, collected by :meth:`finish`."""
+
+    def __init__(self, shares, children, folder, threads: int) -> None:
+        self.shares, self.children, self.folder = shares, children, folder
+        #: BLAS threads each process (this one too, meanwhile) runs
+        self.threads = threads
+
+    def abandon(self) -> None:
+        """Stop the workers and forget their results (this process raised before taking them)."""
+        import signal
+        for pid, r in self.children.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.close(r)
+            except OSError:
+                pass
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:  # pragma: no cover
+                pass
+        self.folder.cleanup()
+
+    def finish(self) -> Dict[int, ConfigResult]:
+        """Wait for the workers. Returns the results of the configs that finished in a worker, by
+        index; the others are the caller's to run itself."""
+        try:
+            done = _wait(self.children)
+            results: Dict[int, ConfigResult] = {}
+            for w, share in enumerate(self.shares):
+                got = _read(os.path.join(self.folder.name, f"{w}.pickle")) if done.get(w) else None
+                for i in share:
+                    if got is None or i not in got:
+                        break  # from here on, the parent runs this worker's configs itself
+                    results[i] = got[i]
+            return results
+        finally:
+            self.folder.cleanup()
+
+
+def start(run_one, indices: List[int], session, tensors: Sequence, workers: int) -> Optional[Pool]:
+    """Start up to ``workers`` workers running ``run_one(i)`` for the config indices ``indices``
+    (contiguous shares, in order), or None where there is nothing to run or no fork.
+
+    ``run_one(i)`` runs config ``i`` under check in the worker's copy of the session, undoing its
+    side effects, and raises what a serial run would (``StaticAssertFailed``, ``CheckAborted``, or
+    anything else).
+    """
+    workers = min(workers, len(indices))
+    if workers < 1 or not can_fork(session):
+        return None
+    size = -(-len(indices) // workers)
+    shares = [indices[k:k + size] for k in range(0, len(indices), size)]
+    hosts = _device_storages(tensors)
+    folder = tempfile.TemporaryDirectory(prefix="tritonkit-workers-")
+    threads = max(1, available_cores() // (len(shares) + 1))
+    return Pool(shares, _start(run_one, shares, session, hosts, folder.name, threads), folder, threads)
+
+
+def _start(run_one, shares, session, hosts, folder, threads):
+    """Fork one worker per share; returns ``{worker: (pid, read end of its progress pipe)}``."""
+    global IN_WORKER_FORK
+    children = {}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for w, share in enumerate(shares):
+        r, wfd = os.pipe()
+        IN_WORKER_FORK = True
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(wfd)
+            IN_WORKER_FORK = False
+            continue
+        if pid == 0:  # the worker
+            os.close(r)
+            code = 1
+            try:
+                limit_threads(threads).__enter__()  # for the worker's life
+                _worker(run_one, share, session, hosts, os.path.join(folder, f"{w}.pickle"), wfd)
+                code = 0
+            finally:
+                os._exit(code)
+        IN_WORKER_FORK = False
+        os.close(wfd)
+        children[w] = (pid, r)
+    return children
+
+
+def _worker(run_one, share, session, hosts, path, progress) -> None:
+    """In a worker: run the configs of ``share``, write their results to ``path`` (pickled), and
+    send a byte on ``progress`` after each config."""
+    global WORKER_HOST_STORAGES
+    from ..errors import CheckAborted, StaticAssertFailed
+    try:
+        import torch
+        torch.set_num_threads(1)  # a forked OpenMP pool is not usable in the child
+    except Exception:  # pragma: no cover
+        pass
+    WORKER_HOST_STORAGES = hosts
+    session.journal = None  # the parent journals what it takes
+    results: Dict[int, ConfigResult] = {}
+    for i in share:
+        outcome, message = "ok", ""
+        try:
+            with Capture(session) as capture:
+                try:
+                    run_one(i)
+                except StaticAssertFailed:
+                    outcome = "static_assert"
+                except CheckAborted as e:
+                    outcome, message = "aborted", str(e)
+        except BaseException:
+            break  # the parent runs it again, and meets what it raises itself
+        results[i] = capture.result(outcome, message)
+        os.write(progress, b".")
+        if outcome == "aborted":
+            break
+    data = pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+
+
+def _wait(children) -> Dict[int, bool]:
+    """Wait for the workers; one that makes no progress for the stall time is killed. Returns
+    ``{worker: exited cleanly}``."""
+    import signal
+    pipes = {r: w for w, (_, r) in children.items()}
+    last = {w: time.monotonic() for w in children}
+    longest = 0.0
+    while pipes:
+        stall = max(MIN_STALL, 20 * longest)
+        ready, _, _ = select.select(list(pipes), [], [], 1.0)
+        now = time.monotonic()
+        for r in ready:
+            w = pipes[r]
+            data = os.read(r, 64)
+            if data:
+                longest = max(longest, (now - last[w]) / len(data))
+                last[w] = now
+            else:  # the worker closed its end: it has exited
+                os.close(r)
+                del pipes[r]
+        for r, w in list(pipes.items()):
+            if now - last[w] > stall:
+                try:
+                    os.kill(children[w][0], signal.SIGKILL)
+                except OSError:
+                    pass
+                os.close(r)
+                del pipes[r]
+    out = {}
+    for w, (pid, _) in children.items():
+        try:
+            _, status = os.waitpid(pid, 0)
+            out[w] = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        except ChildProcessError:  # pragma: no cover
+            out[w] = False
+    return out
+
+
+def _read(path: str) -> Optional[Dict[int, ConfigResult]]:
+    try:
+        with open(path, "rb") as f:
+            got = pickle.load(f)
+    except Exception:
+        return None
+    return got if isinstance(got, dict) else None
