@@ -255,24 +255,84 @@ def read_ahead_in_place(x, n, AHEAD: tl.constexpr, B: tl.constexpr):
     tl.store(x + offs, v + 1, mask=offs < n)
 
 
-def test_a_race_between_programs_of_different_batches_is_found_like_one_program_at_a_time():
+@triton.jit
+def read_ahead_reversed_in_place(x, n, AHEAD: tl.constexpr, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    src = (tl.program_id(0) + AHEAD) * B + (B - 1 - tl.arange(0, B))  # not a span: its lanes are held
+    v = tl.load(x + src, mask=src < n, other=0.0)
+    tl.store(x + offs, v + 1, mask=offs < n)
+
+
+@pytest.mark.parametrize("pending", [None, 64], ids=["loads-held", "loads-summarized"])
+def test_a_race_between_programs_of_different_batches_is_found_like_one_program_at_a_time(monkeypatch, pending):
     """The guard watches the whole launch while data_race runs: program 0 reads the block program 4
     writes, and they run in different batches (the first batch has 4 programs); the launch still
-    falls back and the race is reported as one program at a time reports it."""
+    falls back and the race is reported as one program at a time reports it. Also when the guard
+    held too many loads and kept only their range: the store inside it runs the launch again with
+    the loads entered."""
     from tritonkit.check.engine import batched as _engine
+    from tritonkit.check.engine import guard as _guard
+    monkeypatch.setenv("TRITONKIT_CHECK_CACHE", "0")  # no batch size learned by an earlier process
+    if pending is not None:
+        monkeypatch.setattr(_guard, "_PENDING_LANES", pending)
+
+    kernel = read_ahead_in_place if pending is None else read_ahead_reversed_in_place
+    needed = []
+    check_summary = _guard.Guard._check_summary
+
+    def checked(self, key, off, size):
+        try:
+            return check_summary(self, key, off, size)
+        except _guard.NeedPrecise:
+            needed.append(key)
+            raise
+    monkeypatch.setattr(_guard.Guard, "_check_summary", checked)
 
     def go():
         _engine._PER_PROGRAM.clear()  # the first batch is the 4-program probe, whatever ran before
         x = torch.arange(5 * 128, dtype=torch.float32)
-        read_ahead_in_place[(5,)](x, 5 * 128, AHEAD=4, B=128)  # program 0 reads the block program 4 writes
+        kernel[(5,)](x, 5 * 128, AHEAD=4, B=128)  # program 0 reads the block program 4 writes
         return x
     seq, bat = _both(go)
     assert torch.equal(bat[0], seq[0]) and bat[1] == seq[1]
     assert [f["kind"] for f in bat[1]] == ["data_race"]
     assert bat[2][0].engine == "sequential" and "share an element" in bat[2][0].fallback
+    assert bool(needed) == (pending is not None)  # the store inside the loads' range: run again
     # without the race check batches run in order and no batch has both programs: nothing to fall back for
     seq2, bat2 = _both(go, checks=["out_of_bounds"])
     assert torch.equal(bat2[0], seq2[0]) and bat2[2][0].engine == "batched" and bat2[2][0].batches == 2
+
+
+@triton.jit
+def scale_by_shared(x, w, out, n, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    cols = tl.arange(0, B)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n) * tl.load(w + cols), mask=offs < n)
+
+
+def test_loads_summarized_by_range_cost_no_rerun_when_nothing_writes_there(monkeypatch):
+    """Every program reads all of ``w`` and nothing writes it: past the guard's limit of held load
+    lanes, ``x`` and ``w`` are kept as byte ranges and the launch runs batched once, with the result
+    of one program at a time."""
+    from tritonkit.check.engine import batched as _engine
+    from tritonkit.check.engine import guard as _guard
+    monkeypatch.setattr(_guard, "_PENDING_LANES", 256)
+    reruns = []
+    run = _engine.BatchedEngine._run
+
+    def counted(self, launch, fn, call_args, precise=frozenset()):
+        reruns.append(precise)
+        return run(self, launch, fn, call_args, precise)
+    monkeypatch.setattr(_engine.BatchedEngine, "_run", counted)
+
+    def go():
+        x, w = torch.randn(64 * 128), torch.randn(128)
+        out = torch.empty_like(x)
+        scale_by_shared[(64,)](x, w, out, x.numel(), B=128)
+        return out
+    seq, bat = _both(go)
+    assert torch.equal(bat[0], seq[0]) and bat[1] == seq[1] == []
+    assert bat[2][0].engine == "batched" and reruns == [frozenset()]
 
 
 @triton.jit

@@ -45,7 +45,7 @@ from ..interp.batched import BatchedBuilder
 from ..interp.kernels import rewritten
 from ..triton_hooks import patched_language
 from .base import Engine
-from .guard import Guard
+from .guard import Guard, NeedPrecise
 from .transaction import Transaction
 
 #: bytes: the largest single value a batch may make. Chosen with benchmarks/batch_memory.py on the
@@ -106,13 +106,13 @@ class BatchedEngine(Engine):
             launch.builder = sequential
             launch.batch = None
 
-    def _run(self, launch, fn, call_args) -> Optional[str]:
+    def _run(self, launch, fn, call_args, precise: frozenset = frozenset()) -> Optional[str]:
         total = launch.grid[0] * launch.grid[1] * launch.grid[2]
         builder = launch.builder
         whole = launch.hooks.whole_launch  # e.g. data_race runs: one guard over the launch
         why = ("they are checked for data races one program at a time" if whole
                else "they are run one at a time, in order")
-        tx = Transaction(launch, Guard(why))
+        tx = Transaction(launch, Guard(why, precise))
         first = 0
         per_program = known = _known_per_program(launch)
         size = int(max(1, min(_MAX_BATCH, self.budget // per_program))) if per_program else _PROBE
@@ -120,7 +120,7 @@ class BatchedEngine(Engine):
             while first < total:
                 n = min(size, total - first)
                 if not whole and first:
-                    tx.guard = Guard(why)
+                    tx.guard = Guard(why, precise)
                 builder.max_bytes = 0
                 _run_groups(launch, tx, fn, call_args, np.arange(first, first + n, dtype=np.int64))
                 first += n
@@ -130,6 +130,9 @@ class BatchedEngine(Engine):
                     _PER_PROGRAM[launch.spec_key] = per_program
             if per_program > known:
                 disk_cache.store_number("batch", _disk_key(launch), per_program)
+        except NeedPrecise as e:  # a write where the guard kept only the range of the loads: again, precisely
+            tx.rollback()
+            return self._run(launch, fn, call_args, precise | {e.key})
         except Unbatchable as e:
             tx.rollback()
             return e.reason

@@ -14,6 +14,19 @@ _LOAD, _STORE, _ATOMIC, _SHARED, _LATE = 1, 2, 4, 8, 16
 _PENDING_LANES = 1 << 25  # lanes of loads the guard holds unentered (8 bytes each) before it enters them
 
 
+class NeedPrecise(Exception):
+    """A write landed where the guard kept only the range of a storage's loads (see
+    :meth:`Guard._summarize_pending`): the launch must run again with that storage's loads entered.
+
+    Attributes:
+        key: the storage's ``id``.
+    """
+
+    def __init__(self, key: int) -> None:
+        super().__init__(key)
+        self.key = key
+
+
 class _Owners(PagedCells):
     """Per element (cell) of one storage the guard watches: the first program that touched it
     (``own``, an execution index), what was done to it (``flags``) and the latest program that made
@@ -135,8 +148,12 @@ class Guard:
         why: the end of the :class:`Unbatchable` reason given on a conflict (what happens next).
     """
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, precise: frozenset = frozenset()) -> None:
         self.why = why
+        # storages whose loads are entered when too many are pending, instead of being summarized
+        self.precise = precise
+        # id(storage) -> (first, last) byte offset of loads summarized (see _summarize_pending)
+        self.summary: Dict[int, tuple] = {}
         self.owners: Dict[int, _Owners] = {}
         # id(storage) -> loads not entered yet: (off, n, lanes, per, order, size, g, ncells, uniform, span)
         self.pending: Dict[int, list] = {}
@@ -167,6 +184,12 @@ class Guard:
             lanes = res._lanes if sel is None else res.lanes[sel]
             span = sel is None and size == g and res.contiguous(size)
             item = (off, off.shape[0], lanes, res.per, order, size, g, ncells, uniform, span)
+            if key in self.summary:
+                if kind == "load" and key not in self.written:
+                    self._widen(key, off, size)
+                    continue
+                if kind != "load":
+                    self._check_summary(key, off, size)
             if kind == "load" and key not in self.written:
                 if span:  # a span is entered by its first cell and length: its offsets are not held
                     item = (off[:1].copy(),) + item[1:]
@@ -174,7 +197,7 @@ class Guard:
                     self.pending_lanes += off.shape[0]
                 self.pending.setdefault(key, []).append(item)
                 if self.pending_lanes > _PENDING_LANES:
-                    self._enter_pending()
+                    self._summarize_pending()
                 continue
             runs = self.runs.get(key)
             as_runs = kind == "store" and not uniform and size == g
@@ -214,15 +237,42 @@ class Guard:
             owners = self.owners[key] = _Owners(ncells)
         return owners
 
-    def _enter_pending(self) -> None:
-        """Enter every pending load (too many lanes are held)."""
+    def _summarize_pending(self) -> None:
+        """Too many lanes of loads are pending: keep of each storage's only the range of bytes they
+        read (a matmul's inputs, read by every program and never written, then cost two numbers),
+        except for the storages in ``precise``, whose loads are entered. A later write inside a
+        storage's range raises :class:`NeedPrecise`: the launch is run again with that storage's
+        loads entered."""
         for key, items in self.pending.items():
-            owners = self._owners(key, items[0][7])
-            self.written.add(key)  # entered from now on
+            if key in self.precise:
+                owners = self._owners(key, items[0][7])
+                self.written.add(key)  # entered from now on
+                for item in items:
+                    self._enter_lazy(owners, item, _LOAD)
+                continue
             for item in items:
-                self._enter_lazy(owners, item, _LOAD)
+                off, n, size, span = item[0], item[1], item[5], item[9]
+                self._widen(key, off if not span else np.array([off[0], off[0] + (n - 1) * size]), size)
         self.pending.clear()
         self.pending_lanes = 0
+
+    def _widen(self, key: int, off: np.ndarray, size: int) -> None:
+        """Widen a storage's summarized load range to take in the lanes at byte offsets ``off``."""
+        if off.shape[0] == 0:
+            return
+        lo, hi = int(off.min()), int(off.max()) + size
+        old = self.summary.get(key)
+        self.summary[key] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+
+    def _check_summary(self, key: int, off: np.ndarray, size: int) -> None:
+        """A write to a storage with summarized loads: it must land outside their range.
+
+        Raises:
+            NeedPrecise: it lands inside: whether it conflicts takes the loads themselves.
+        """
+        lo, hi = self.summary[key]
+        if off.shape[0] and int(off.min()) < hi and int(off.max()) + size > lo:
+            raise NeedPrecise(key)
 
     def _enter_lazy(self, owners: _Owners, item, bit: int) -> None:
         off, n, lanes, per, order, size, g, ncells, uniform, span = item

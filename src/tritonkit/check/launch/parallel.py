@@ -29,6 +29,7 @@ import select
 import sys
 import tempfile
 import time
+import warnings
 from typing import Dict, List, Optional, Sequence
 
 #: set around this module's fork: the fork hook of :mod:`..process` leaves such a child alone
@@ -271,7 +272,11 @@ def _start(run_one, shares, session, hosts, folder, threads):
         r, wfd = os.pipe()
         IN_WORKER_FORK = True
         try:
-            pid = os.fork()
+            with warnings.catch_warnings():
+                # Python 3.12 warns of fork in a process with threads (CUDA's, torch's): a worker runs
+                # only tritonkit's code, and one that deadlocks is killed and its configs rerun here
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
         except OSError:
             os.close(r)
             os.close(wfd)
