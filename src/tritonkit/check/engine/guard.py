@@ -11,7 +11,9 @@ from ..memory import PagedCells, element_cells
 
 _NONE = -1
 _LOAD, _STORE, _ATOMIC, _SHARED, _LATE = 1, 2, 4, 8, 16
-_PENDING_LANES = 1 << 25  # lanes of loads the guard holds unentered (8 bytes each) before it enters them
+#: lanes of scattered loads the guard holds unentered (their offsets, 8 bytes each, and lane indices)
+#: before it keeps only their byte ranges (see Guard._summarize_pending); 2M lanes: about 16-32 MiB
+_PENDING_LANES = 1 << 21
 
 
 class NeedPrecise(Exception):
@@ -185,7 +187,7 @@ class Guard:
             span = sel is None and size == g and res.contiguous(size)
             item = (off, off.shape[0], lanes, res.per, order, size, g, ncells, uniform, span)
             if key in self.summary:
-                if kind == "load" and key not in self.written:
+                if kind == "load" and key not in self.written and not span:
                     self._widen(key, off, size)
                     continue
                 if kind != "load":
@@ -238,11 +240,13 @@ class Guard:
         return owners
 
     def _summarize_pending(self) -> None:
-        """Too many lanes of loads are pending: keep of each storage's only the range of bytes they
-        read (a matmul's inputs, read by every program and never written, then cost two numbers),
-        except for the storages in ``precise``, whose loads are entered. A later write inside a
-        storage's range raises :class:`NeedPrecise`: the launch is run again with that storage's
-        loads entered."""
+        """Too many lanes of loads are pending: keep of each storage's scattered loads only the range
+        of bytes they read (a matmul's or an attention's inputs, read by every program and never
+        written, then cost two numbers), except for the storages in ``precise``, whose loads are
+        entered. Loads of consecutive elements (spans) stay pending: they are held as a first cell
+        and a length. A later write inside a storage's range raises :class:`NeedPrecise`: the
+        launch is run again with that storage's loads entered."""
+        kept: Dict[int, list] = {}
         for key, items in self.pending.items():
             if key in self.precise:
                 owners = self._owners(key, items[0][7])
@@ -250,10 +254,13 @@ class Guard:
                 for item in items:
                     self._enter_lazy(owners, item, _LOAD)
                 continue
+            spans = [item for item in items if item[9]]
             for item in items:
-                off, n, size, span = item[0], item[1], item[5], item[9]
-                self._widen(key, off if not span else np.array([off[0], off[0] + (n - 1) * size]), size)
-        self.pending.clear()
+                if not item[9]:
+                    self._widen(key, item[0], item[5])
+            if spans:
+                kept[key] = spans
+        self.pending = kept
         self.pending_lanes = 0
 
     def _widen(self, key: int, off: np.ndarray, size: int) -> None:
