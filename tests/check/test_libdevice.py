@@ -736,3 +736,17 @@ def test_bit_reinterpretation():
     assert_same("hiloint2double", [], run("__nv_hiloint2double", hi, lo), x64)
     assert list(run("__nv_int2double_rn", [-2 ** 31, 7])) == [-2.0 ** 31, 7.0]
     assert list(run("__nv_uint2double_rn", [2 ** 32 - 1])) == [2.0 ** 32 - 1]
+
+
+def test_contracted_fp32_fma_in_slices_equals_it_whole(monkeypatch):
+    """A large ``fma_f32`` works in slices along its first axis (bounded float64 temporaries): the
+    same bits as one piece, with operands broadcast as the batched engine passes them."""
+    x = RNG.standard_normal((37, 1)).astype(np.float32)
+    y = RNG.standard_normal((37, 29)).astype(np.float32)
+    z = RNG.standard_normal((1, 29)).astype(np.float32)
+    y[::5] = 1.0  # exact halfway sums (acc * 1.0 + x) among the others
+    whole = ld._fma_f32(x, y, z)
+    monkeypatch.setattr(ld, "_FMA_CHUNK", 64)
+    sliced = ld.fma_f32(x, y, z)
+    assert sliced.shape == whole.shape == (37, 29)
+    assert sliced.tobytes() == whole.tobytes()

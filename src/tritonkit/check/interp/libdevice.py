@@ -290,6 +290,24 @@ def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     online softmax) is converted as it is. Sums in float32's subnormal range (nonzero, below
     2**-125) are redone exactly."""
     shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+    size = int(np.prod(shape))
+    if len(shape) >= 1 and shape[0] > 1 and size > _FMA_CHUNK:
+        # in slices along the first axis: the float64 temporaries stay a few MiB, not 5x the value
+        a, b, c = np.broadcast_arrays(a, b, c)
+        out = np.empty(shape, np.float32)
+        step = max(1, _FMA_CHUNK // max(1, size // shape[0]))
+        for i in range(0, shape[0], step):
+            out[i:i + step] = _fma_f32(a[i:i + step], b[i:i + step], c[i:i + step])
+        return out
+    return _fma_f32(a, b, c)
+
+
+#: elements of the slices ``fma_f32`` works in (its float64 temporaries: 8 bytes each, five of them)
+_FMA_CHUNK = 1 << 18
+
+
+def _fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
     p = np.multiply(a, b, dtype=F64)  # exact: 24 x 24 bits
     s = np.add(p, c, dtype=F64)
     out = s.astype(np.float32).reshape(-1)
