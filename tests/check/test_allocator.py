@@ -64,3 +64,21 @@ def test_numpy_advises_no_huge_pages_inside_a_session_and_as_before_after_it():
             inside = switch(False)
         after = switch(before)
         assert inside is False and after is before
+
+
+def test_the_objects_a_session_finds_are_frozen_while_it_runs_and_handed_back_after():
+    import gc
+    from tritonkit.check import checking
+    assert gc.get_freeze_count() == 0
+    with checking():
+        assert gc.get_freeze_count() > 1000  # what torch, Triton and tritonkit made before it began
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # a process that freezes objects itself keeps its own choice
+    try:
+        count = gc.get_freeze_count()
+        with checking():
+            gc.collect()
+            assert 0 < gc.get_freeze_count() <= count  # nothing frozen on top (a frozen object may die)
+        assert 0 < gc.get_freeze_count() <= count  # nor handed back
+    finally:
+        gc.unfreeze()

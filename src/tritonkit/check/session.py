@@ -9,7 +9,7 @@ from .checks import KINDS, Check, Hooks, default_checks, kind_of, make_checks
 from .errors import CheckAborted, InternalError, launch_timeout
 from .findings import Finding, FindingLog, Violation
 from .launch import intercept
-from .memory.allocator import keep_freed_memory, no_huge_pages
+from .memory.allocator import frozen_heap, keep_freed_memory, no_huge_pages
 from .launch.active import activate, active_session, deactivate
 from .results import CheckReport, KernelSummary, LaunchRecord, kernel_summaries, summarize
 
@@ -303,6 +303,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
     started: List[Check] = []
     keep_freed_memory()
     pages = no_huge_pages().__enter__()
+    heap = frozen_heap().__enter__()
     try:
         intercept.install()
         for check in session.checks:
@@ -318,6 +319,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
             check.end_session(session)
         intercept.uninstall()
         deactivate()
+        heap.__exit__(None, None, None)
         pages.__exit__(None, None, None)
         session.close_journal()
 

@@ -3,6 +3,7 @@ like Triton's JIT binds them, scalars typed like the compiler types them, tensor
 launch's address space (tensors on a GPU copied to the host, and back after the launch)."""
 from __future__ import annotations
 
+import gc
 import inspect
 from typing import Dict, Tuple
 
@@ -203,6 +204,26 @@ class ArgMapper:
                 hs.device_storage.copy_(hs.host_storage)
 
 
+def _own_bytes(t: torch.Tensor, own: set) -> bool:
+    """Whether ``t`` is a uint8 tensor over exactly the bytes of one of tritonkit's host buffers."""
+    return t.dtype == torch.uint8 and t.dim() == 1 and (t.data_ptr(), t.numel()) in own
+
+
+def _tracked_objects() -> list:
+    """Every object the garbage collector tracks, those ``gc.freeze`` set aside included (a check
+    session freezes what it finds, :class:`~tritonkit.check.memory.allocator.frozen_heap`, and
+    ``gc.get_objects`` leaves frozen objects out): they are handed back for the look and frozen
+    again, with what was made since."""
+    frozen = gc.get_freeze_count()
+    if frozen:
+        gc.unfreeze()
+    try:
+        return gc.get_objects()
+    finally:
+        if frozen:
+            gc.freeze()
+
+
 class RawPointers:
     """Raw addresses a kernel loads as integers and uses as pointers (a pointer table of
     ``t.data_ptr()`` values, as grouped GEMMs and MoE kernels build) resolved to the live tensors
@@ -230,14 +251,16 @@ class RawPointers:
         self._slots: Dict[int, int] = {}  # position in the index -> slot mapped
 
     def _build(self) -> None:
-        import gc
         import warnings
         devices = {("cpu" if hs.device_storage is None else hs.key[0].split(":")[0])
                    for hs in self.mapper.space.storages.values()} or {"cpu"}
-        best: Dict[tuple, torch.Tensor] = {}
+        best: Dict[tuple, tuple] = {}
+        # tritonkit's own byte views of mapped storages (a view's flag is lost where torch makes a
+        # new Python object for it): a tie with them goes to the other view
+        own = {(int(hs.buf.ctypes.data), int(hs.buf.nbytes)) for hs in self.mapper.space.storages.values()}
         with warnings.catch_warnings():  # isinstance() on some objects (deprecated torch aliases) warns
             warnings.simplefilter("ignore")
-            objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+            objects = [o for o in _tracked_objects() if isinstance(o, torch.Tensor)]
         for obj in objects:
             try:
                 if obj.device.type not in devices or obj.layout != torch.strided or obj.numel() == 0 or \
@@ -249,12 +272,13 @@ class RawPointers:
                 continue
             if key[1] == 0 or key[2] == 0:
                 continue
+            rank = (obj.numel() * obj.element_size(), not _own_bytes(obj, own))
             have = best.get(key)
-            if have is None or obj.numel() * obj.element_size() > have.numel() * have.element_size():
-                best[key] = obj
+            if have is None or rank > have[0]:
+                best[key] = (rank, obj)
         keys = sorted(best, key=lambda k: k[1])
         self._index = (np.array([k[1] for k in keys], dtype=np.uint64),
-                       np.array([k[1] + k[2] for k in keys], dtype=np.uint64), [best[k] for k in keys])
+                       np.array([k[1] + k[2] for k in keys], dtype=np.uint64), [best[k][1] for k in keys])
 
     def __call__(self, addrs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Per raw address (uint64): the slot of the tensor it points into (0: none) and the address

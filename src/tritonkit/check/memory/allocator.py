@@ -1,5 +1,6 @@
 """Memory for the batched engine's short-lived arrays: glibc keeps what is freed for reuse once a
-check session has begun, and NumPy advises no huge pages while one runs.
+check session has begun, and NumPy advises no huge pages while one runs; and the objects a session
+finds are left out of the garbage collector's passes while it runs (:class:`frozen_heap`).
 
 The batched engine makes and frees many short-lived numpy arrays of up to the batch memory budget
 (16 MiB by default) per launch. glibc serves an allocation above its mmap threshold (128 KiB at
@@ -114,4 +115,26 @@ class no_huge_pages:
     def __exit__(self, *exc):
         if self.previous is not None:
             self.fn(self.previous)
+        return False
+
+
+class frozen_heap:
+    """While the ``with`` block runs, the objects that existed when it began are left out of the
+    cyclic garbage collector's passes (``gc.freeze``): a process that imported torch and Triton holds
+    a few hundred thousand of them, and each full collection a launch's allocations set off walked
+    them all. Measured on the CPU machine: a fresh process's first checked launch 10-20 ms faster
+    (matmul 512^3: 0.085 -> 0.070 s). They are handed back at the end (``gc.unfreeze``); garbage
+    among them is collected then. A process that froze objects itself is left as it is."""
+
+    def __enter__(self):
+        import gc
+        self.frozen = gc.get_freeze_count() == 0
+        if self.frozen:
+            gc.freeze()
+        return self
+
+    def __exit__(self, *exc):
+        if self.frozen:
+            import gc
+            gc.unfreeze()
         return False
