@@ -1,5 +1,7 @@
-"""Once a check session begins, glibc keeps freed memory for reuse: the batched engine's arrays of
-up to the batch budget are then not faulted in again page by page at every batch and launch."""
+"""Memory around a check session: once one begins, glibc keeps freed memory for reuse (the batched
+engine's arrays of up to the batch budget are then not faulted in again page by page at every batch
+and launch); NumPy advises no huge pages and the heap is frozen while it runs; a launch's address
+space is freed at its end."""
 import os
 import platform
 import subprocess
@@ -7,8 +9,16 @@ import sys
 import textwrap
 
 import pytest
+import triton
+import triton.language as tl
 
-pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+@triton.jit
+def _copy(x_ptr, out_ptr, B: tl.constexpr):
+    offs = tl.program_id(0) * B + tl.arange(0, B)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+
+glibc_only = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
                                 reason="glibc's allocator only")
 
 _CHILD = textwrap.dedent('''
@@ -35,18 +45,21 @@ def _run(env):
     return lines["set"], int(lines["faults"])
 
 
+@glibc_only
 def test_a_freed_batch_sized_array_is_reused_without_page_faults():
     state, faults = _run({"TRITONKIT_KEEP_FREED_MEMORY": "1"})
     assert state == "True"
     assert faults < 400  # 64 MiB is 16384 pages
 
 
+@glibc_only
 def test_it_can_be_turned_off_and_then_every_array_is_faulted_in_again():
     state, faults = _run({"TRITONKIT_KEEP_FREED_MEMORY": "0"})
     assert state == "None"
     assert faults > 2000
 
 
+@glibc_only
 def test_a_process_that_set_its_allocator_up_is_left_as_it_is():
     state, _ = _run({"MALLOC_TRIM_THRESHOLD_": "131072"})
     assert state == "None"
@@ -82,3 +95,29 @@ def test_the_objects_a_session_finds_are_frozen_while_it_runs_and_handed_back_af
         assert 0 < gc.get_freeze_count() <= count  # nor handed back
     finally:
         gc.unfreeze()
+
+
+def test_a_launch_leaves_no_cycle_holding_the_storages_it_mapped():
+    """At a launch's end its address space (which maps the arguments' storages) is freed by
+    reference counting: no cycle through its pointer tables keeps it for a collection, which a
+    session that froze the heap would put off to its end."""
+    import gc
+
+    import torch
+
+    from tritonkit.check import checking
+    from tritonkit.check.memory import AddressSpace, HostStorage
+    x = torch.arange(64, dtype=torch.float32)
+    gc.collect()
+    gc.disable()
+    try:
+        with checking():
+            _copy[(2,)](x, torch.empty(64), B=32)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, (AddressSpace, HostStorage))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []

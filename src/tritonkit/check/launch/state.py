@@ -98,7 +98,12 @@ class Launch:
     def release(self) -> None:
         """The launch ended: drop what it held (its address space with the tensors' memory, its
         builder, the frame that started it) so that they are freed now, not at the next cyclic
-        garbage collection or never (a frame keeps its callers' tensors alive); the record stays."""
+        garbage collection or never (a frame keeps its callers' tensors alive); the record stays.
+        The address space's pointer tables refer back to it through the argument mapper: that cycle
+        is cut here, or the storages it maps would wait for a collection (for the rest of the
+        session, which leaves what it found out of the collector's passes)."""
+        if self.space is not None:
+            self.space.foreign = None
         self.space = None
         self.builder = None
         self.batch = None
