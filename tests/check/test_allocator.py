@@ -82,6 +82,7 @@ def test_numpy_advises_no_huge_pages_inside_a_session_and_as_before_after_it():
 def test_the_objects_a_session_finds_are_frozen_while_it_runs_and_handed_back_after():
     import gc
     from tritonkit.check import checking
+    gc.unfreeze()  # some packages freeze objects when imported (375 on the GPU machine's image)
     assert gc.get_freeze_count() == 0
     with checking():
         assert gc.get_freeze_count() > 1000  # what torch, Triton and tritonkit made before it began
