@@ -8,7 +8,7 @@ import re
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import example, HealthCheck, given, settings, strategies as st
 
 from tritonkit.cli import _status, build_parser, main
 
@@ -82,6 +82,10 @@ def _run(argv, capsys):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(argv=command_lines())
+# found by this test (CI, 2026-11-24): a usage error naming a path with ESC or a lone surrogate
+@example(argv=["calibrate", "--json", "\x1b[2J\x1b]0;t\x07"])
+@example(argv=["doctor", "--out", "\udcff", "--", "SCRIPT"])
+@example(argv=["check", "--json", "\udcff/x.json", "--", "python", "SCRIPT"])
 def test_any_command_line_gets_a_documented_answer(argv, sandbox, capsys):
     tmp_path, script = sandbox
     # a valid script is run in a child process (seconds each): keep the generated runs to the ones

@@ -74,7 +74,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return commands[args.command].run(args)
     except (BadUsage, _imports.MissingDependency) as e:
-        print(f"tritonkit {args.command}: error: {e}", file=sys.stderr)
+        from ..report.terminal import safe  # a path in the message may hold ESC or a lone surrogate
+        print(f"tritonkit {args.command}: error: {safe(e)}", file=sys.stderr)
         return _status.USAGE
     except KeyboardInterrupt:
         print(f"tritonkit {args.command}: interrupted", file=sys.stderr)

@@ -88,7 +88,8 @@ def run(args, console=None) -> int:
     atomic_write_text(os.path.join(args.out, "doctor.json"), json.dumps(report.to_dict(), indent=1, default=str) + "\n")
     write_report(report, html)
     console.print(summary(steps, report))
-    console.print(f"report: {html}")
+    from ..report.terminal import safe  # the --out path may hold ESC, a lone surrogate or [markup]
+    console.print(f"report: {safe(html)}", markup=False, highlight=False)
     if any(s.why.startswith("interrupted") for s in steps):
         console.print("interrupted (Ctrl-C): the report has what ran until then")
         return _status.INTERRUPTED
