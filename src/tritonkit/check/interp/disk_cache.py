@@ -29,6 +29,7 @@ import sys
 import types
 from typing import Callable, Optional
 
+from ..._env import switched_off
 from ..._io import atomic_write
 
 ENV_OFF = "TRITONKIT_CHECK_CACHE"
@@ -39,7 +40,7 @@ _broken_dirs: set = set()
 
 def cache_dir() -> Optional[str]:
     """The check cache's directory, or None when ``TRITONKIT_CHECK_CACHE`` turns it off."""
-    if os.environ.get(ENV_OFF, "1").strip().lower() in ("0", "false", "no", "off"):
+    if switched_off(ENV_OFF):
         return None
     base = os.environ.get(_ENV_DIR, "").strip()
     root = (os.path.dirname(os.path.abspath(os.path.expanduser(base))) if base

@@ -26,6 +26,7 @@ import io
 import os
 import pickle
 import select
+import signal
 import sys
 import tempfile
 import time
@@ -210,12 +211,8 @@ class Pool:
 
     def abandon(self) -> None:
         """Stop the workers and forget their results (this process raised before taking them)."""
-        import signal
         for pid, r in self.children.values():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            _kill(pid)
             try:
                 os.close(r)
             except OSError:
@@ -335,7 +332,6 @@ def _worker(run_one, share, session, hosts, path, progress) -> None:
 def _wait(children) -> Dict[int, bool]:
     """Wait for the workers; one that makes no progress for the stall time is killed. Returns
     ``{worker: exited cleanly}``."""
-    import signal
     pipes = {r: w for w, (_, r) in children.items()}
     last = {w: time.monotonic() for w in children}
     longest = 0.0
@@ -354,10 +350,7 @@ def _wait(children) -> Dict[int, bool]:
                 del pipes[r]
         for r, w in list(pipes.items()):
             if now - last[w] > stall:
-                try:
-                    os.kill(children[w][0], signal.SIGKILL)
-                except OSError:
-                    pass
+                _kill(children[w][0])
                 os.close(r)
                 del pipes[r]
     out = {}
@@ -368,6 +361,14 @@ def _wait(children) -> Dict[int, bool]:
         except ChildProcessError:  # pragma: no cover
             out[w] = False
     return out
+
+
+def _kill(pid: int) -> None:
+    """Kill a worker (SIGKILL); one that has exited already is no error."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _read(path: str) -> Optional[Dict[int, ConfigResult]]:

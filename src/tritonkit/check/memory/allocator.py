@@ -34,6 +34,8 @@ import ctypes
 import os
 from typing import Optional
 
+from ..._env import switched_off
+
 M_TRIM_THRESHOLD = -1  # from glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit; mallopt refuses more
@@ -56,7 +58,7 @@ def _mallopt():
 
 
 def _user_configured() -> bool:
-    if os.environ.get("TRITONKIT_KEEP_FREED_MEMORY", "1").strip() in ("0", "false", "no", "off"):
+    if switched_off("TRITONKIT_KEEP_FREED_MEMORY"):
         return True
     if any(name in os.environ for name in _USER_SETTINGS):
         return True
