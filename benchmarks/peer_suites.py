@@ -14,6 +14,7 @@ file given runs twice, each time in a pytest process of its own from the sdist's
 Per file it prints passed/failed/skipped (xfailed counted as skipped) each way, the tests that pass
 plainly but not under tritonkit (there should be none), the findings by kind, seconds, and the peak
 RSS of each pytest process (``wait4``'s ``ru_maxrss``); then every finding with its test and line.
+The JSON results also hold each test's seconds each way (``test_seconds``: setup, call and teardown).
 The suite needs Liger-Kernel itself (``tritonkit[test]`` installs 0.8.5) and ``transformers`` (its
 tests compare against Hugging Face's modules).
 
@@ -82,10 +83,29 @@ def pytest_runtest_logreport(report):
     outcome = None
     if report.when == "call" or report.outcome != "passed":
         outcome = ("skipped" if report.skipped else "failed" if report.failed else "passed")
-    if outcome:
-        _out.write(json.dumps({"test": report.nodeid, "when": report.when, "outcome": outcome}) + "\\n")
-        _out.flush()
+    _out.write(json.dumps({"test": report.nodeid, "when": report.when, "outcome": outcome,
+                           "seconds": report.duration}) + "\\n")
+    _out.flush()
 '''
+
+
+def log_seconds(path: str) -> Dict[str, float]:
+    """Test node id -> seconds of its setup, call and teardown together (pytest's durations), from
+    :data:`OUTCOMES_PLUGIN`'s lines. Under pytest-xdist each report comes twice (from the worker,
+    and from the controller it was sent to): a phase counts once."""
+    phases: Dict[Tuple[str, str], float] = {}
+    try:
+        with open(path) as fh:
+            lines = [json.loads(line) for line in fh if line.strip()]
+    except (OSError, ValueError):
+        return {}
+    for row in lines:
+        key = (row["test"], str(row.get("when")))
+        phases[key] = max(phases.get(key, 0.0), float(row.get("seconds") or 0.0))
+    out: Dict[str, float] = {}
+    for (test, _), seconds in phases.items():
+        out[test] = round(out.get(test, 0.0) + seconds, 3)
+    return out
 
 
 def log_outcomes(path: str) -> Dict[str, str]:
@@ -98,7 +118,7 @@ def log_outcomes(path: str) -> Dict[str, str]:
     except (OSError, ValueError):
         return out
     for row in lines:
-        if out.get(row["test"]) != "failed":
+        if row.get("outcome") and out.get(row["test"]) != "failed":
             out[row["test"]] = row["outcome"]
     return out
 
@@ -131,7 +151,8 @@ def run_pytest(root: str, test_file: str, tritonkit: bool, gpu: bool, timeout: f
         proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         status, peak_kib, timed_out = _wait(proc, timeout)
     out = {"seconds": round(time.perf_counter() - start, 1), "status": status, "timed_out": timed_out,
-           "peak_rss_gib": round(peak_kib / 2 ** 20, 2), "outcomes": log_outcomes(outcomes)}
+           "peak_rss_gib": round(peak_kib / 2 ** 20, 2), "outcomes": log_outcomes(outcomes),
+           "test_seconds": log_seconds(outcomes)}
     print(f"  {test_file} {tag}: {counts(out['outcomes'])} passed/failed/skipped in {out['seconds']:.0f} s"
           f"{' (timed out)' if timed_out else ''}", flush=True)
     if tritonkit:

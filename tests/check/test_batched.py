@@ -167,6 +167,59 @@ def test_a_loop_bound_that_differs_per_program_runs_once_for_the_batch_with_an_a
 
 
 @triton.jit
+def row_sums_to_a_loaded_bound(x, bounds, out, n, B: tl.constexpr):
+    """Row ``r`` sums its row's blocks up to ``bounds[r]`` (a bound per program, as causal attention's)."""
+    r = tl.program_id(0)
+    acc = tl.zeros((B,), dtype=tl.float32)
+    for start in range(0, tl.load(bounds + r), B):
+        cols = start + tl.arange(0, B)
+        acc += tl.load(x + r * n + cols)
+    tl.store(out + r * B + tl.arange(0, B), acc)
+
+
+@pytest.mark.parametrize("overrun", [False, True])
+def test_programs_far_apart_in_trip_count_run_as_groups_with_the_results_of_one_at_a_time(monkeypatch, overrun):
+    """A batch whose loop trip counts are far apart runs as groups of close counts (less masked
+    work): outputs and findings are still those of one program at a time, an out-of-bounds read in
+    the last row's extra iteration included."""
+    from tritonkit.check.interp import simt
+    monkeypatch.setattr(simt, "LOOP_OVERHEAD_BYTES", 1)  # split wherever it saves work, at any size
+    rows, B = 16, 8
+
+    def go():
+        x = torch.randn(rows, rows * B)
+        bounds = (torch.arange(rows, dtype=torch.int32) + 1) * B
+        if overrun:
+            bounds[-1] += B  # the last row reads one block past the end of x
+        out = torch.empty(rows, B)
+        row_sums_to_a_loaded_bound[(rows,)](x, bounds, out, rows * B, B=B)
+        return out, x
+    seq, bat = _both(go)
+    assert _same(bat[0][0], seq[0][0]) and bat[1] == seq[1]
+    assert [f["kind"] for f in bat[1]] == (["out_of_bounds"] if overrun else [])
+    (rec,) = bat[2]
+    assert rec.engine == "batched" and rec.fallback is None and rec.groups >= 1
+    if not overrun:
+        out, x = bat[0]
+        ref = torch.stack([x[r, : (r + 1) * B].reshape(-1, B).sum(0) for r in range(rows)])
+        torch.testing.assert_close(out, ref)
+
+
+def test_trip_counts_are_split_where_the_groups_cost_less_than_the_batch():
+    from tritonkit.check.interp.simt import LOOP_OVERHEAD_BYTES, split_by_trips
+    assert split_by_trips(np.full(64, 8), 1 << 20) is None  # no divergence
+    assert split_by_trips(np.arange(64) % 8 + 1, 64) is None  # tiny programs: an iteration's overhead dominates
+    trips = np.repeat([1, 16], 32)
+    groups = split_by_trips(trips, LOOP_OVERHEAD_BYTES)  # one program's work: the overhead of an iteration
+    assert groups is not None and groups.tolist() == [0] * 32 + [1] * 32
+    causal = np.repeat(np.arange(1, 17), 8)  # causal attention's 16 query blocks x 8 heads
+    groups = split_by_trips(causal, 32 << 10)
+    assert groups is not None and (np.diff(groups) >= 0).all() and 2 <= groups.max() + 1 <= 16
+    # each group's programs have closer trip counts than the batch's
+    assert all(np.ptp(causal[groups == g]) < np.ptp(causal) for g in range(groups.max() + 1))
+
+
+@triton.jit
 def causal_row_sums_staged(x, out, n, STAGE: tl.constexpr, B: tl.constexpr):
     """``causal_row_sums`` with ``mask`` assigned only under a compile-time branch inside the loop,
     as the fused-attention tutorial's ``_attn_fwd_inner`` does (``if STAGE == 2: mask = ...``)."""

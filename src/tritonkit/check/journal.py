@@ -9,11 +9,20 @@ session ends), a ``scope`` line where a new session starts in the same process (
 ``exit`` line with the program's outcome. The command that started the run reads every journal
 (:func:`read_run`) and builds one report (:func:`merge`), whether the processes ended normally,
 called ``os._exit``, were killed, or crashed.
+
+*Side journals* (``s*.jsonl``) hold what a process finds but does not own yet: the findings of the
+config workers it forks for an autotuned kernel, and of the kept config it runs meanwhile with its
+findings held back (see :mod:`tritonkit.check.launch.parallel`), each written the moment it is
+made. When the owning process has taken them into its own journal (in the configs' order), it
+writes a ``settled`` line naming the side journal, which readers then leave out. A side journal
+its owner never settled (the owner was killed meanwhile) is read as part of the owner's journal,
+after the owner's own findings of the same scope.
 """
 from __future__ import annotations
 
 import dataclasses
 import glob
+import itertools
 import json
 import os
 import sys
@@ -46,9 +55,11 @@ class Journal:
     """
 
     def __init__(self, run_dir: str, role: str, checks: List[str], engine: str, fork_of: Optional[int] = None,
-                 extra: Optional[Dict[str, Any]] = None, launches: bool = True):
-        self.path = os.path.join(run_dir, f"p{os.getpid()}-{time.time_ns()}.jsonl")
+                 extra: Optional[Dict[str, Any]] = None, launches: bool = True, path: Optional[str] = None):
+        self.path = path or os.path.join(run_dir, f"p{os.getpid()}-{time.time_ns()}.jsonl")
+        self.run_dir, self.checks, self.engine = run_dir, list(checks), engine
         self.launches = launches
+        self.scopes = 0  # the scope lines written so far
         self._fh = open(self.path, "a", encoding="utf-8")
         self._last_snapshot = time.monotonic()
         self.write({"t": "process", "pid": os.getpid(), "ppid": os.getppid(), "argv": command_line(), "role": role,
@@ -64,6 +75,29 @@ class Journal:
         """A new session starts (``pytest --tritonkit``: one per test phase, ``name`` the test's node
         id): the finding indices that follow are its own."""
         self.write({"t": "scope", "id": name, "at": time.time()})
+        self.scopes += 1
+
+    def side_path(self) -> str:
+        """A new side journal's path for this journal (see the module): pick it before a fork, so
+        that the owner knows the name of its worker's side journal."""
+        name = os.path.basename(self.path)[1:-len(".jsonl")]
+        return os.path.join(self.run_dir, f"s{name}-{os.getpid()}-{time.time_ns()}-{next(_sides)}.jsonl")
+
+    def side(self, path: Optional[str] = None) -> Optional["Journal"]:
+        """A side journal of this one (see the module) at ``path`` (None: a new one), for findings
+        this process or a worker forked from it makes but this journal takes later; None where it
+        cannot be created (nothing else is lost: the owner journals what it takes)."""
+        try:
+            return Journal(self.run_dir, "side", self.checks, self.engine, launches=self.launches,
+                           path=path or self.side_path(),
+                           extra={"owner": os.path.basename(self.path), "scope": self.scopes})
+        except OSError:
+            return None
+
+    def settled(self, side_path: str) -> None:
+        """What the side journal at ``side_path`` holds is now this journal's own (or was dropped,
+        as a serial run would never have made it): readers leave that side journal out."""
+        self.write({"t": "settled", "journal": os.path.basename(side_path)})
 
     def new_finding(self, index: int, finding: Finding) -> None:
         """A finding was just made (``index``: its place in the process's order of discovery)."""
@@ -146,6 +180,8 @@ class ProcessRun:
     ended: bool = False
     aborted: Optional[str] = None
     exit: Optional[Dict[str, Any]] = None
+    #: the names of the side journals this process settled (see the module)
+    settled: set = dataclasses.field(default_factory=set)
 
     @property
     def process(self) -> Dict[str, Any]:
@@ -182,6 +218,8 @@ class ProcessRun:
                 self.ended, self.aborted = True, rec.get("aborted")
             elif t == "exit":
                 self.exit = rec
+            elif t == "settled":
+                self.settled.add(str(rec.get("journal") or ""))
         except (KeyError, TypeError, ValueError):
             pass
         return None
@@ -192,6 +230,9 @@ class ProcessRun:
 
 
 _PROCESS_FIELDS = {"t", "pid", "ppid", "argv", "role", "fork_of", "checks", "engine", "started"}
+_sides = itertools.count()
+#: a side journal's findings are keyed after its owner's: (scope, SIDE_KEY * (n + 1) + index) for its n-th
+SIDE_KEY = 1 << 32
 
 
 class JournalTail:
@@ -268,8 +309,27 @@ class RunWatcher:
 
 
 def read_run(run_dir: str) -> List[ProcessRun]:
-    """Every process journal of a run, in the order the processes started."""
-    runs = [read_journal(p) for p in glob.glob(os.path.join(run_dir, "p*.jsonl"))]
+    """Every process journal of a run, in the order the processes started, with the side journals
+    their owners did not settle read into them (see the module)."""
+    owners = {os.path.basename(p): read_journal(p) for p in glob.glob(os.path.join(run_dir, "p*.jsonl"))}
+    sides = sorted((os.path.basename(p), read_journal(p)) for p in glob.glob(os.path.join(run_dir, "s*.jsonl")))
+    taken: Dict[int, int] = {}
+    for name, side in sorted(sides, key=lambda x: (x[1].started, x[0])):
+        owner = owners.get(str(side.extra.get("owner") or ""))
+        if owner is None:  # its owner's journal is gone: the side journal stands for a process itself
+            owners[name] = side
+            continue
+        if name in owner.settled:
+            continue
+        n = taken[id(owner)] = taken.get(id(owner), 0) + 1
+        try:
+            scope = min(int(side.extra.get("scope") or 0), len(owner.scopes) - 1)
+        except (TypeError, ValueError):
+            scope = 0
+        for (_, index), f in sorted(side.findings.items()):
+            owner.findings[(scope, SIDE_KEY * n + index)] = f
+        owner.launch_records.extend(side.launch_records)
+    runs = list(owners.values())
     return sorted(runs, key=lambda r: (r.role != "root", r.started, r.pid))
 
 

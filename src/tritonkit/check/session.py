@@ -44,7 +44,7 @@ class CheckSession:
         engine: ``"auto"`` (the default: the batched engine, which runs many programs per execution
             of the kernel's body, falling back to one program at a time per launch where it must) or
             ``"sequential"`` (one program at a time, like Triton's interpreter).
-        batch_memory: the most bytes one value of a batch may take (None: 16 MiB); smaller batches
+        batch_memory: the most bytes one value of a batch may take (None: 4 MiB); smaller batches
             use less memory and run slower.
         outputs: ``"checked"`` (the default: a launch's tensors get the interpreter's results) or
             ``"gpu"``: a launch whose tensors are all on a CUDA device, of a compiled kernel, and that
@@ -189,6 +189,24 @@ class CheckSession:
                 self.journal.launch(record)
                 self.journal.findings(self._log, final=False)
 
+    def settle_side_journals(self, paths: List[str]) -> None:
+        """The findings of the side journals at ``paths`` (config workers', the held kept config's:
+        see :mod:`~tritonkit.check.launch.parallel`) were taken into this session, or dropped: the
+        journal gets every finding changed since its last snapshot, then a ``settled`` line for
+        each, after which readers leave those side journals out."""
+        if self.journal is None:
+            return
+        self.flush_journal()
+        for p in paths:
+            self.journal.settled(p)
+
+    def flush_journal(self) -> None:
+        """Journal every finding changed since the last snapshot now (snapshots at a launch's end
+        are at most once a second), as before a stretch in which this process may be killed with
+        work of others pending (config workers)."""
+        if self.journal is not None:
+            self.journal.findings(self._log, final=True)
+
     def add_violation(self, v: Violation, launch, frame=None) -> None:
         """Fold a violation of ``launch`` into the findings; open pdb at ``frame`` (a kernel frame)
         for the first one with ``pdb``.
@@ -267,7 +285,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         nan: also report where NaN/Inf values that reach memory were made (``nan_inf``).
         engine: ``"auto"`` (batched, with a per-launch fallback to one program at a time) or
             ``"sequential"`` (always one program at a time).
-        batch_memory: the most bytes one value of a batch may take (None: 16 MiB).
+        batch_memory: the most bytes one value of a batch may take (None: 4 MiB).
         outputs: ``"checked"`` (tensors get the interpreter's results) or ``"gpu"`` (a launch on CUDA
             tensors with no finding also runs natively, and its tensors get the GPU's results).
         stall_polls: polls of one address with no write in between after which a program is

@@ -63,7 +63,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "a time per launch where it must (the summary says which and why); sequential: one "
                         "program at a time, like TRITON_INTERPRET=1")
     c.add_argument("--batch-memory", type=int, metavar="MB",
-                   help="the most memory one value of a batch of programs may take, in MiB (default 16)")
+                   help="the most memory one value of a batch of programs may take, in MiB (default 4)")
     c.add_argument("--workers", type=int, metavar="N", default=None,
                    help="processes that check an autotuned kernel's configs at once (default: the cores this "
                         "process may use, or $TRITONKIT_WORKERS; 1: one config after another)")

@@ -54,7 +54,7 @@ def pytest_addoption(parser) -> None:
                 help="with --tritonkit: stop a program that polls one address N times while nothing writes "
                      "(default 100000, 0 never)")
     g.addoption("--tritonkit-batch-memory", type=int, metavar="MB", default=None,
-                help="with --tritonkit: the most memory one value of a batch of programs may take, in MiB (default 64)")
+                help="with --tritonkit: the most memory one value of a batch of programs may take, in MiB (default 4)")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -32,7 +32,6 @@ after another (the sequential engine, which stays the oracle):
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 import traceback
 from typing import Any, Dict, Optional
@@ -49,38 +48,47 @@ from .guard import Guard, NeedPrecise
 from .transaction import Transaction
 
 #: bytes: the largest single value a batch may make. Chosen with benchmarks/batch_memory.py on the
-#: CPU machine (2 cores, 2026-11-24; results/batch_memory_cpu.json): 8 and 16 MiB were as fast as
-#: 32 and 64 MiB or faster on every kernel of check_speed.py, and a softmax of 8192x8192 fp32 peaked at
-#: 1.02 GiB with 16 MiB (1.30 GiB with 64 MiB; the plain interpreter 0.79 GiB). 16 rather than 8
-#: leaves kernels with wide blocks twice the programs a batch. (Earlier, 64 MiB against 256 MiB: on a
-#: 8192x32000 fp32 cross-entropy launch 39 s instead of 69 s, +3.2 GiB instead of +5.8.)
-DEFAULT_BATCH_MEMORY = 16 << 20
+#: CPU machine (2 cores, 2026-11-24; results/batch_memory_2_16_cpu.json, and batch_memory_cpu.json
+#: for 8-64 MiB): 4 MiB gave the fastest first launch in a fresh process on 9 of the 10 kernels of
+#: check_speed.py or tied (vector add 4M 0.07 s against 0.09 s with 16 MiB, softmax 16384x1024 0.16
+#: against 0.19 s: a smaller batch first-touches less new memory, and its temporaries stay in cache),
+#: warm launches within 10% of 16 MiB's (layer norm 16384x1024 0.20 against 0.18 s, the one slower),
+#: and a softmax of 8192x8192 fp32 in 0.46 s at 0.93 GiB peak (16 MiB: 0.56 s, 0.98 GiB; the plain
+#: interpreter 0.79 GiB). (Earlier, 64 MiB against 256 MiB: on a 8192x32000 fp32 cross-entropy
+#: launch 39 s instead of 69 s, +3.2 GiB instead of +5.8.)
+DEFAULT_BATCH_MEMORY = 4 << 20
 _PROBE = 4  # programs in the first batch, which measures the values' size per program
 # the largest value (bytes per program) seen for a compiled kernel's specialization (``Launch.spec_key``):
 # its values are block-shaped, so later launches of it size their first batch from this, without a probe
 _PER_PROGRAM: Dict[tuple, float] = {}
 _MAX_BATCH = 1 << 16
-_DEBUGGER_CALLS = ("breakpoint(", "set_trace(")
+_DEBUGGER_NAMES = frozenset({"breakpoint", "set_trace"})
 _debugs: Dict[Any, bool] = {}
 
 
 def _calls_debugger(pyfn) -> bool:
-    """Whether a kernel's source calls ``breakpoint()`` or ``pdb.set_trace()`` (cached)."""
+    """Whether a kernel's code calls ``breakpoint()`` or ``pdb.set_trace()`` (cached): a name its
+    code, or code nested in it, loads. (Reading its source for this took 0.7 ms of each process's
+    first launch.)"""
     got = _debugs.get(pyfn)
     if got is None:
-        try:
-            src = inspect.getsource(pyfn)
-        except (OSError, TypeError):
-            src = ""
-        got = _debugs[pyfn] = any(c in src for c in _DEBUGGER_CALLS)
+        got = _debugs[pyfn] = _names_debugger(getattr(pyfn, "__code__", None))
     return got
+
+
+def _names_debugger(code) -> bool:
+    if code is None:
+        return False
+    if _DEBUGGER_NAMES.intersection(code.co_names):
+        return True
+    return any(_names_debugger(c) for c in code.co_consts if hasattr(c, "co_names"))
 
 
 class BatchedEngine(Engine):
     """Runs a launch's programs in batches, in one transaction (see the module).
 
     Args:
-        budget: bytes the largest single value of a batch may take (None: 16 MiB).
+        budget: bytes the largest single value of a batch may take (None: 4 MiB).
     """
 
     name = "batched"

@@ -134,6 +134,8 @@ def checked_autotune(self, *args, **kwargs):
                             candidates.append(configs[i])
                         except StaticAssertFailed:
                             pass
+                    if pool is not None:
+                        session.flush_journal()  # the workers' findings wait for this process
                     kept = _run_kept_meanwhile(self, args, kwargs, configs[0], session, tensors) if pool and overlap \
                         else None
             except BaseException:
@@ -146,8 +148,10 @@ def checked_autotune(self, *args, **kwargs):
                 if result is not None:
                     session.adopt(result.records, result.violations, result.printed)
                     if result.outcome == "aborted":
+                        pool.settle()
                         if kept is not None:
                             kept.before.restore()  # a serial run stopped before the kept config
+                            kept.capture.settle()
                         raise CheckAborted(result.message)
                     if result.outcome == "ok":
                         candidates.append(configs[i])
@@ -158,8 +162,11 @@ def checked_autotune(self, *args, **kwargs):
                     candidates.append(configs[i])
                 except StaticAssertFailed:
                     pass
+            if pool is not None:
+                pool.settle()
             if kept is not None:
                 session.adopt(kept.capture.records, kept.capture.violations, kept.capture.printed)
+                kept.capture.settle()
                 if kept.error is not None:
                     raise kept.error
                 seen[(id(self), key)] = (self, configs[0])
@@ -208,6 +215,7 @@ def _run_kept_meanwhile(self, args, kwargs, config, session, tensors) -> Optiona
             kept.value = _run_kept(self, args, kwargs, config)
     except StaticAssertFailed:
         before.restore()
+        capture.settle()  # nothing of it is taken: the next config that compiles is kept
         return None
     except Exception as e:  # raised after the other configs' findings are taken, as a serial run would
         kept.error = e

@@ -16,6 +16,12 @@ survive a fork): the storages of CUDA tensors are copied to the host before the 
 that still needs the GPU (a ``pre_hook`` zeroing a CUDA tensor) fails in its worker and is run by
 the parent.
 
+Nothing is lost to the parent's hard end either (an out-of-memory kill while the workers run):
+where the session journals (``tritonkit check``, ``pytest --tritonkit``), each worker writes its
+findings to a side journal the moment it makes them, and so does the parent for the kept config it
+runs meanwhile with its findings held back; the parent settles each side journal once it has taken
+its findings into its own (see :mod:`tritonkit.check.journal`).
+
 Fork is Linux's and macOS's: elsewhere, with ``pdb``, or with one worker, configs run serially.
 """
 from __future__ import annotations
@@ -122,6 +128,46 @@ def _fresh_host(key):
     return WORKER_HOST_STORAGES[key].clone() if WORKER_HOST_STORAGES and key in WORKER_HOST_STORAGES else None
 
 
+class SideJournal:
+    """Findings a process makes but its session's journal takes later (a config worker's, the held
+    kept config's), written to a side journal of that journal as they are made (see
+    :mod:`tritonkit.check.journal`), folded as the session folds them.
+
+    Args:
+        journal: the side :class:`~tritonkit.check.journal.Journal`.
+    """
+
+    def __init__(self, journal) -> None:
+        from ..checks import KINDS
+        from ..findings import FindingLog
+        self.journal, self.log = journal, FindingLog(KINDS)
+
+    @classmethod
+    def of(cls, owner, path: Optional[str] = None) -> Optional["SideJournal"]:
+        """A side journal of the journal ``owner`` (None: the session journals nothing) at ``path``
+        (None: a new name); None where none can be made."""
+        side = owner.side(path) if owner is not None else None
+        return cls(side) if side is not None else None
+
+    def add(self, v, launch) -> None:
+        """A violation was just made by ``launch``."""
+        index, new = self.log.add(v, id(launch.record), launch.grid_ndim)
+        if new:
+            self.journal.new_finding(index, self.log.finding(index))
+        else:
+            self.journal.findings(self.log, final=False)
+
+    def launches(self, records) -> None:
+        """Launches ended: their records, and the findings changed since the last snapshot."""
+        for r in records:
+            self.journal.launch(r)
+        self.journal.findings(self.log, final=True)
+
+    def close(self) -> None:
+        """Close the file (the journal stays for readers)."""
+        self.journal.close()
+
+
 class Capture:
     """What a block adds to a session, taken aside as :class:`ConfigResult` parts: the launch
     records it appends, the violations of each (in order), what it prints.
@@ -129,14 +175,18 @@ class Capture:
     ``hold``: the violations are only taken (the launch is marked as having found something),
     not folded into the session's findings, and the records are taken out of ``session.launches``
     at the end, with the journal off meanwhile: the parent's run of the kept config while the
-    workers run the others, handed to :meth:`~tritonkit.check.CheckSession.adopt` after theirs.
-    Otherwise (a worker) they are also added as usual."""
+    workers run the others, handed to :meth:`~tritonkit.check.CheckSession.adopt` after theirs
+    (then :meth:`settle`). Otherwise (a worker) they are also added as usual.
 
-    def __init__(self, session, hold: bool = False) -> None:
+    ``side``: a :class:`SideJournal` each violation is written to as it is made (a worker's); with
+    ``hold`` and no ``side``, one is made beside the session's journal, if it has one."""
+
+    def __init__(self, session, hold: bool = False, side: Optional[SideJournal] = None) -> None:
         self.session, self.hold = session, hold
         self.records: list = []
         self.violations: list = []
         self.printed = ""
+        self.side = side if side is not None or not hold else SideJournal.of(session.journal)
 
     def __enter__(self) -> "Capture":
         session = self.session
@@ -147,6 +197,8 @@ class Capture:
 
         def add_violation(v, launch, frame=None):
             self.found.append((launch.record, v, launch.grid_ndim))
+            if self.side is not None:
+                self.side.add(v, launch)
             if self.hold:
                 launch.found = True
                 return None
@@ -168,7 +220,17 @@ class Capture:
             del session.launches[self.mark:]
         index = {id(r): k for k, r in enumerate(self.records)}
         self.violations = [(index[id(r)], v, nd) for r, v, nd in self.found if id(r) in index]
+        if self.side is not None:
+            self.side.launches(self.records)
         return False
+
+    def settle(self) -> None:
+        """The held findings were taken into the session (or dropped, as a serial run would never
+        have made them): their side journal is the session journal's own now."""
+        if self.hold and self.side is not None:
+            self.session.settle_side_journals([self.side.journal.path])
+            self.side.close()
+            self.side = None
 
     def result(self, outcome: str, message: str = "") -> ConfigResult:
         """The block's additions as the :class:`ConfigResult` of a config that ended with ``outcome``."""
@@ -204,13 +266,22 @@ class Pool:
     """Workers running a share each of an autotuned kernel's configs (see the module); made by
     :func:`start`, collected by :meth:`finish`."""
 
-    def __init__(self, shares, children, folder, threads: int) -> None:
+    def __init__(self, shares, children, folder, threads: int, session=None, sides=()) -> None:
         self.shares, self.children, self.folder = shares, children, folder
         #: BLAS threads each process (this one too, meanwhile) runs
         self.threads = threads
+        self.session, self.sides = session, list(sides)
+
+    def settle(self) -> None:
+        """The workers' findings were taken into the session (or dropped): their side journals are
+        the session journal's own now."""
+        if self.sides and self.session is not None:
+            self.session.settle_side_journals(self.sides)
+        self.sides = []
 
     def abandon(self) -> None:
         """Stop the workers and forget their results (this process raised before taking them)."""
+        self.settle()
         for pid, r in self.children.values():
             _kill(pid)
             try:
@@ -256,11 +327,14 @@ def start(run_one, indices: List[int], session, tensors: Sequence, workers: int)
     hosts = _device_storages(tensors)
     folder = tempfile.TemporaryDirectory(prefix="tritonkit-workers-")
     threads = max(1, available_cores() // (len(shares) + 1))
-    return Pool(shares, _start(run_one, shares, session, hosts, folder.name, threads), folder, threads)
+    sides = [session.journal.side_path() if session.journal is not None else None for _ in shares]
+    children = _start(run_one, shares, session, hosts, folder.name, threads, sides)
+    return Pool(shares, children, folder, threads, session, [p for p in sides if p])
 
 
-def _start(run_one, shares, session, hosts, folder, threads):
-    """Fork one worker per share; returns ``{worker: (pid, read end of its progress pipe)}``."""
+def _start(run_one, shares, session, hosts, folder, threads, sides):
+    """Fork one worker per share (``sides``: the path of each one's side journal, or None);
+    returns ``{worker: (pid, read end of its progress pipe)}``."""
     global IN_WORKER_FORK
     children = {}
     sys.stdout.flush()
@@ -284,7 +358,7 @@ def _start(run_one, shares, session, hosts, folder, threads):
             code = 1
             try:
                 limit_threads(threads).__enter__()  # for the worker's life
-                _worker(run_one, share, session, hosts, os.path.join(folder, f"{w}.pickle"), wfd)
+                _worker(run_one, share, session, hosts, os.path.join(folder, f"{w}.pickle"), wfd, sides[w])
                 code = 0
             finally:
                 os._exit(code)
@@ -294,9 +368,10 @@ def _start(run_one, shares, session, hosts, folder, threads):
     return children
 
 
-def _worker(run_one, share, session, hosts, path, progress) -> None:
+def _worker(run_one, share, session, hosts, path, progress, side_path=None) -> None:
     """In a worker: run the configs of ``share``, write their results to ``path`` (pickled), and
-    send a byte on ``progress`` after each config."""
+    send a byte on ``progress`` after each config; its findings go to the side journal at
+    ``side_path`` as they are made (None: the session journals nothing)."""
     global WORKER_HOST_STORAGES
     from ..errors import CheckAborted, StaticAssertFailed
     try:
@@ -305,12 +380,13 @@ def _worker(run_one, share, session, hosts, path, progress) -> None:
     except Exception:  # pragma: no cover
         pass
     WORKER_HOST_STORAGES = hosts
-    session.journal = None  # the parent journals what it takes
+    owner, session.journal = session.journal, None  # the parent journals what it takes
+    side = SideJournal.of(owner, side_path) if side_path else None
     results: Dict[int, ConfigResult] = {}
     for i in share:
         outcome, message = "ok", ""
         try:
-            with Capture(session) as capture:
+            with Capture(session, side=side) as capture:
                 try:
                     run_one(i)
                 except StaticAssertFailed:

@@ -3,7 +3,7 @@ check session has begun, and NumPy advises no huge pages while one runs; and the
 finds are left out of the garbage collector's passes while it runs (:class:`frozen_heap`).
 
 The batched engine makes and frees many short-lived numpy arrays of up to the batch memory budget
-(16 MiB by default) per launch. glibc serves an allocation above its mmap threshold (128 KiB at
+(4 MiB by default) per launch. glibc serves an allocation above its mmap threshold (128 KiB at
 start, raised by itself up to 32 MiB as large blocks are freed) with a fresh ``mmap`` and gives
 it back on ``free``, and it returns free memory at the top of its heap to the system beyond the
 trim threshold: every such array costs a page fault per 4 KiB page on its first write. Measured
