@@ -2,7 +2,9 @@
 check OPTIONS KIND NAME ARGS...`` runs the user's program checked and journaled in
 ``$TRITONKIT_RUN_DIR`` (see :func:`tritonkit.check.process.run_root`; ``OPTIONS`` is a
 :class:`~tritonkit.check.process.CheckOptions` as JSON); ``... tune KIND NAME ARGS...`` runs it with
-``triton.autotune`` standing for tritonkit's autotuner; ``... profile WORK KIND NAME ARGS...`` runs it
+``triton.autotune`` standing for tritonkit's autotuner; ``... gpu-log KIND NAME ARGS...`` runs it natively
+with every launch's tensor arguments logged (``tritonkit check --gpu=sanitizer``, under
+``compute-sanitizer``); ``... profile WORK KIND NAME ARGS...`` runs it
 under Proton (see :func:`tritonkit.profile.run_profiled`). ``KIND NAME ARGS`` is a
 :meth:`~tritonkit.cli._target.Target.words`. The exit status is the program's (0 or 3, 130
 interrupted, 2 tritonkit failed), or the tuner's :data:`~tritonkit.tune.EXIT_CONTEXT_POISONED`."""
@@ -26,6 +28,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from ..check.process import CheckOptions, run_root
         return run_root(Target.from_words(rest[1:]), CheckOptions.from_dict(json.loads(rest[0])),
                         os.environ[RUN_DIR_ENV])
+    if step == "gpu-log":  # under compute-sanitizer: every launch's tensor arguments logged
+        from ..check.gpu import launch_log
+        launch_log.install(os.environ[launch_log.ENV])
+        return Target.from_words(rest).run("tritonkit check --gpu")
     if step == "tune":
         from ..tune import install_patch
         install_patch()

@@ -81,6 +81,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="count the bytes every launch moves (all lanes and distinct elements) and FLOPs, and keep "
                         "a map of which elements each tensor argument had read and written, by which program, for "
                         "the first N launches of each kernel, in the --json output (tritonkit doctor draws them)")
+    c.add_argument("--gpu", nargs="?", const="instrumented", choices=("instrumented", "sanitizer"), metavar="MODE",
+                   help="check on the GPU at native speed instead of the CPU: --gpu=sanitizer runs the script under "
+                        "compute-sanitizer's memcheck (PyTorch's caching allocator off) and reports its out-of-bounds "
+                        "accesses as findings with the tensor argument, elements and program ids; (--gpu alone, "
+                        "instrumented kernels, is not built yet)")
     c.add_argument("target", nargs=argparse.REMAINDER, help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
     return c
 
@@ -145,11 +150,11 @@ def run(args) -> int:
     json_path = os.path.abspath(args.json) if args.json else None  # before the script can chdir
     if json_path:
         writable_path(json_path, "--json", target)
+    if args.gpu is not None:
+        return _run_gpu(args, target, json_path)
     options = _options(args)
 
     from ..check.journal import RUN_DIR_ENV, merge, read_run
-    from ..check.findings import write_json
-    from ..report import print_report
 
     run_dir = tempfile.mkdtemp(prefix="tritonkit-check-")
     try:
@@ -173,19 +178,64 @@ def run(args) -> int:
         print(f"tritonkit check: the script ended with status {code} before tritonkit could see how (os._exit?)",
               file=sys.stderr)
     report = merge(runs, interrupted=interrupted, script={"target": target.argv, "failed": failed})
-    print_report(report, make_console())
-    if json_path:
-        try:
-            write_json(json_path, report.to_dict())
-        except OSError as e:
-            print(f"tritonkit check: error: cannot write {json_path}: {e}", file=sys.stderr)
-            return _status.USAGE
+    if not _show(report, json_path):
+        return _status.USAGE
     if interrupted:
         print("tritonkit check: interrupted", file=sys.stderr)
         return _status.INTERRUPTED
     if report.findings:
         return _status.FINDINGS
     return _status.SCRIPT_FAILED if failed else _status.OK
+
+
+_CPU_ONLY = ("--stop-on-first", "--pdb", "--timeout", "--nan", "--checks", "--no-checks", "--batch-memory", "--workers",
+             "--stall-polls", "--access-maps", "--no-children")
+
+
+def _run_gpu(args, target, json_path: Optional[str]) -> int:
+    """``tritonkit check --gpu=MODE``: the script on the GPU (see :mod:`tritonkit.check.gpu`).
+
+    Raises:
+        BadUsage: ``--gpu`` alone (not built yet), options of the CPU check, no ``compute-sanitizer``
+            or no GPU.
+    """
+    if args.gpu == "instrumented":
+        raise BadUsage("--gpu alone (instrumented kernels on the GPU) is not built yet: use --gpu=sanitizer "
+                       "(compute-sanitizer's memcheck), or the CPU check (no --gpu)")
+    given = [o for o in _CPU_ONLY if getattr(args, o[2:].replace("-", "_"), None) not in (None, False, 0)]
+    given += [o for o, default in (("--engine", "auto"), ("--outputs", "checked"))
+              if getattr(args, o[2:]) != default]
+    if given:
+        raise BadUsage(f"--gpu=sanitizer runs no interpreter: drop {', '.join(given)}")
+    from ..check.gpu import sanitizer
+    try:
+        tool = sanitizer.preflight()
+    except sanitizer.SanitizerUnavailable as e:
+        raise BadUsage(str(e)) from None
+    report, code, _ = sanitizer.report(target, tool)
+    if not _show(report, json_path):
+        return _status.USAGE
+    if report.findings:
+        return _status.FINDINGS
+    if code != 0:
+        print(f"tritonkit check: the script ended with status {code}", file=sys.stderr)
+        return _status.SCRIPT_FAILED
+    return _status.OK
+
+
+def _show(report, json_path: Optional[str]) -> bool:
+    """Print the report to the terminal and write its JSON to ``json_path`` (None: none); False
+    (said on stderr) when the JSON cannot be written."""
+    from ..check.findings import write_json
+    from ..report import print_report
+    print_report(report, make_console())
+    if json_path:
+        try:
+            write_json(json_path, report.to_dict())
+        except OSError as e:
+            print(f"tritonkit check: error: cannot write {json_path}: {e}", file=sys.stderr)
+            return False
+    return True
 
 
 def _wait(proc) -> tuple:

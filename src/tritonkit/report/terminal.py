@@ -133,9 +133,12 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
         line.append(" (" + ", ".join(f"{n} {k}" for k, n in by_kind.items()) + ")")
     else:
         line.append("no findings", style="bold green")
-    line.append(f" in {summary['launches']} launch{'es' if summary['launches'] != 1 else ''}, "
-                f"{summary['programs']} programs, {summary['accesses']} accesses "
-                f"({summary['lanes']} lanes) checked in {summary['seconds']:.2f} s")
+    if summary.get("gpu"):  # no interpreter: no accesses counted, no interpreter time
+        line.append(f" in {summary['launches']} launch{'es' if summary['launches'] != 1 else ''} on the GPU")
+    else:
+        line.append(f" in {summary['launches']} launch{'es' if summary['launches'] != 1 else ''}, "
+                    f"{summary['programs']} programs, {summary['accesses']} accesses "
+                    f"({summary['lanes']} lanes) checked in {summary['seconds']:.2f} s")
     parts: List[RenderableType] = [Rule("tritonkit check summary"), table, line]
     if summary.get("checks") is not None:
         parts.append(Text("checks: " + (", ".join(summary["checks"]) or "none (--no-checks)"), style="dim"))
@@ -143,6 +146,12 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
         n, batched = summary["launches"], summary.get("batched_launches", 0)
         parts.append(Text(f"engine: {summary['engine']}; {batched} of {n} launch{'es' if n != 1 else ''} "
                           "ran fully batched", style="dim"))
+    gpu = summary.get("gpu")
+    if gpu:
+        shown = gpu.get("memcheck_errors_shown", 0)
+        more = f" ({shown} of them read)" if shown != gpu.get("memcheck_errors", 0) else ""
+        parts.append(Text(safe(f"on the GPU: compute-sanitizer memcheck, {gpu.get('memcheck_errors', 0)} error "
+                               f"report(s){more}; {gpu.get('races', '')}"), style="dim"))
     fallbacks = summary.get("fallbacks") or []
     for fb in fallbacks[:_SHOWN_FALLBACKS]:
         grid = "x".join(str(g) for g in fb["grid"])
