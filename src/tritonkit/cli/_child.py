@@ -28,6 +28,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from ..check.process import CheckOptions, run_root
         return run_root(Target.from_words(rest[1:]), CheckOptions.from_dict(json.loads(rest[0])),
                         os.environ[RUN_DIR_ENV])
+    if step == "gpu":  # every launch instrumented on the GPU (tritonkit check --gpu)
+        from ..check.gpu import runtime
+        runtime.install(os.environ[runtime.ENV])
+        return Target.from_words(rest).run("tritonkit check --gpu")
     if step == "gpu-log":  # under compute-sanitizer: every launch's tensor arguments logged
         from ..check.gpu import launch_log
         launch_log.install(os.environ[launch_log.ENV])

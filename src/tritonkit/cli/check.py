@@ -82,10 +82,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "a map of which elements each tensor argument had read and written, by which program, for "
                         "the first N launches of each kernel, in the --json output (tritonkit doctor draws them)")
     c.add_argument("--gpu", nargs="?", const="instrumented", choices=("instrumented", "sanitizer"), metavar="MODE",
-                   help="check on the GPU at native speed instead of the CPU: --gpu=sanitizer runs the script under "
-                        "compute-sanitizer's memcheck (PyTorch's caching allocator off) and reports its out-of-bounds "
-                        "accesses as findings with the tensor argument, elements and program ids; (--gpu alone, "
-                        "instrumented kernels, is not built yet)")
+                   help="check on the GPU at native speed instead of the CPU: --gpu runs every kernel rewritten so "
+                        "that each load, store and atomic checks its addresses against the tensor argument it "
+                        "derives from (out-of-bounds lanes are not performed, and reported); --gpu=sanitizer runs "
+                        "the script under compute-sanitizer's memcheck (PyTorch's caching allocator off). Both "
+                        "report out-of-bounds accesses with the tensor argument, elements and program ids")
     c.add_argument("target", nargs=argparse.REMAINDER, help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
     return c
 
@@ -193,26 +194,29 @@ _CPU_ONLY = ("--stop-on-first", "--pdb", "--timeout", "--nan", "--checks", "--no
 
 
 def _run_gpu(args, target, json_path: Optional[str]) -> int:
-    """``tritonkit check --gpu=MODE``: the script on the GPU (see :mod:`tritonkit.check.gpu`).
+    """``tritonkit check --gpu[=MODE]``: the script on the GPU (see :mod:`tritonkit.check.gpu`):
+    instrumented kernels (``--gpu``), or under compute-sanitizer (``--gpu=sanitizer``).
 
     Raises:
-        BadUsage: ``--gpu`` alone (not built yet), options of the CPU check, no ``compute-sanitizer``
-            or no GPU.
+        BadUsage: options of the CPU check, no GPU, no ``compute-sanitizer`` (``sanitizer``).
     """
-    if args.gpu == "instrumented":
-        raise BadUsage("--gpu alone (instrumented kernels on the GPU) is not built yet: use --gpu=sanitizer "
-                       "(compute-sanitizer's memcheck), or the CPU check (no --gpu)")
     given = [o for o in _CPU_ONLY if getattr(args, o[2:].replace("-", "_"), None) not in (None, False, 0)]
     given += [o for o, default in (("--engine", "auto"), ("--outputs", "checked"))
               if getattr(args, o[2:]) != default]
     if given:
-        raise BadUsage(f"--gpu=sanitizer runs no interpreter: drop {', '.join(given)}")
-    from ..check.gpu import sanitizer
-    try:
-        tool = sanitizer.preflight()
-    except sanitizer.SanitizerUnavailable as e:
-        raise BadUsage(str(e)) from None
-    report, code, _ = sanitizer.report(target, tool)
+        raise BadUsage(f"--gpu runs no interpreter: drop {', '.join(given)}")
+    from ..check.gpu import runtime, sanitizer
+    if args.gpu == "instrumented":
+        if sanitizer.gpu_visible() is False:
+            raise BadUsage("no GPU is visible here (nvidia-smi -L lists none, or is not permitted): --gpu needs a "
+                           "CUDA GPU. Check on the CPU instead: tritonkit check -- python SCRIPT.py")
+        report, code = runtime.report(target)
+    else:
+        try:
+            tool = sanitizer.preflight()
+        except sanitizer.SanitizerUnavailable as e:
+            raise BadUsage(str(e)) from None
+        report, code, _ = sanitizer.report(target, tool)
     if not _show(report, json_path):
         return _status.USAGE
     if report.findings:

@@ -147,11 +147,15 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
         parts.append(Text(f"engine: {summary['engine']}; {batched} of {n} launch{'es' if n != 1 else ''} "
                           "ran fully batched", style="dim"))
     gpu = summary.get("gpu")
-    if gpu:
+    if gpu and gpu.get("mode") == "sanitizer":
         shown = gpu.get("memcheck_errors_shown", 0)
         more = f" ({shown} of them read)" if shown != gpu.get("memcheck_errors", 0) else ""
         parts.append(Text(safe(f"on the GPU: compute-sanitizer memcheck, {gpu.get('memcheck_errors', 0)} error "
                                f"report(s){more}; {gpu.get('races', '')}"), style="dim"))
+    elif gpu:
+        parts.append(Text(safe(f"on the GPU: instrumented kernels; {gpu.get('races', '')}"), style="dim"))
+        for line in gpu.get("unchecked") or []:
+            parts.append(Text(safe(f"not checked: {line}"), style="yellow"))
     fallbacks = summary.get("fallbacks") or []
     for fb in fallbacks[:_SHOWN_FALLBACKS]:
         grid = "x".join(str(g) for g in fb["grid"])

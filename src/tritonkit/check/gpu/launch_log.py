@@ -19,8 +19,9 @@ ENV = "TRITONKIT_GPU_LAUNCH_LOG"
 _installed: Optional[tuple] = None
 
 
-def _tensor(name: str, t) -> Optional[Dict[str, Any]]:
-    """A tensor argument as logged, or None for anything else (a scalar, a descriptor)."""
+def describe_tensor(name: str, t) -> Optional[Dict[str, Any]]:
+    """A tensor argument as logged (its name, address, storage's address and bytes, shape, strides
+    in elements, dtype, element bytes, device), or None for anything else (a scalar, a descriptor)."""
     if not (hasattr(t, "data_ptr") and hasattr(t, "untyped_storage") and hasattr(t, "shape")):
         return None
     try:
@@ -48,7 +49,7 @@ def record(fh, fn, args, kwargs, grid) -> None:
     names = list(getattr(fn, "arg_names", []) or [])
     named = dict(zip(names, args))
     named.update(kwargs)
-    tensors = [t for t in (_tensor(k, v) for k, v in named.items()) if t is not None]
+    tensors = [t for t in (describe_tensor(k, v) for k, v in named.items()) if t is not None]
     code = getattr(getattr(fn, "fn", None), "__code__", None)
     line = {"kernel": getattr(fn, "__name__", "kernel"), "file": code.co_filename if code else "",
             "first_line": code.co_firstlineno if code else 0, "grid": _grid(grid, named), "tensors": tensors}

@@ -1,0 +1,284 @@
+"""The script's side of ``tritonkit check --gpu``: every native launch of a ``@triton.jit`` kernel runs
+its instrumented version (:mod:`.instrument`) instead, and what its record buffer holds after the
+launch is appended to a JSON-lines file the command reads when the script has ended (flushed per
+launch: it survives the script's crash).
+
+A launch runs as it would without tritonkit where it cannot be instrumented (no CUDA tensor
+argument, a source that cannot be read or rewritten, a CUDA graph being captured): the file says
+which kernels, once each. Reading the record buffer waits for the launch to finish (one
+synchronization per launch).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import linecache
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import device
+from .launch_log import _grid, describe_tensor
+
+#: the environment variable naming the records file in the script's process
+ENV = "TRITONKIT_GPU_RECORDS"
+#: records kept per launch (a program and access site with offending lanes each); more are counted
+CAPACITY = 4096
+
+_state: Optional[dict] = None
+
+
+def _is_cuda_tensor(v) -> bool:
+    return hasattr(v, "untyped_storage") and getattr(getattr(v, "device", None), "type", None) == "cuda"
+
+
+def install(path: str) -> None:
+    """Instrument every launch of this process from now on; records go to ``path``.
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    global _state
+    from triton.runtime import jit as _jit
+    if _state is not None:
+        return
+    fh = open(path, "a", encoding="utf-8")
+    original = _jit.JITFunction.run
+    cache: Dict[tuple, object] = {}
+    told: set = set()
+    clean: Dict[str, int] = {}  # launches without a record, by kernel: written at most once a second
+    last = [time.monotonic()]
+
+    def write(rec: dict) -> None:
+        fh.write(json.dumps(rec) + "\n")
+        fh.flush()
+
+    def write_clean(force: bool = False) -> None:
+        if clean and (force or time.monotonic() - last[0] > 1.0):
+            write({"t": "clean", "counts": dict(clean)})
+            clean.clear()
+            last[0] = time.monotonic()
+
+    def unchecked(fn, why: str) -> None:
+        key = (id(fn), why)
+        if key not in told:
+            told.add(key)
+            write({"t": "unchecked", "kernel": getattr(fn, "__name__", "kernel"), "why": why})
+
+    def run(self, *args, grid, warmup, **kwargs):
+        if warmup or getattr(self, "_tritonkit_instrumented", False):
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        named = dict(zip(self.arg_names, args))
+        named.update(kwargs)
+        tensors = frozenset(k for k, v in named.items() if _is_cuda_tensor(v))
+        if not tensors:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        import torch
+        if torch.cuda.is_current_stream_capturing():
+            unchecked(self, "launched while a CUDA graph was captured")
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        key = (id(self), tensors)
+        inst = cache.get(key)
+        if inst is None:
+            try:
+                from .instrument import instrumented
+                inst = instrumented(self, tensors)
+            except Exception as e:  # the launch still runs, unchecked, and the report says so
+                inst = False
+                unchecked(self, f"its source could not be instrumented ({type(e).__name__}: {e})")
+            cache[key] = (self, inst)  # keeps self alive, so its id is not reused
+        else:
+            inst = inst[1]
+        if inst is False:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        first = named[next(iter(sorted(tensors)))]
+        rec = torch.zeros(1 + CAPACITY * device.RECORD, dtype=torch.int64, device=first.device)
+        extra: Dict[str, Any] = {"_tk_rec": rec, "_tk_cap": CAPACITY}
+        for root in inst.roots:
+            st = named[root].untyped_storage()
+            extra[f"_tk_lo_{root}"] = int(st.data_ptr())
+            extra[f"_tk_hi_{root}"] = int(st.data_ptr()) + int(st.nbytes())
+        out = original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
+        count = int(rec[0].item())
+        if inst.skipped:
+            unchecked(self, f"the accesses at lines {', '.join(str(n) for n in sorted(set(inst.skipped)))} have "
+                            "no single tensor argument their pointer derives from (block pointers, tensor "
+                            "descriptors, pointers from helpers): not checked")
+        if count:
+            rows = rec[1:1 + min(count, CAPACITY) * device.RECORD].view(-1, device.RECORD).tolist()
+            magic = int(device.MAGIC.value)
+            rows = [[r[0] - magic] + r[1:] if r[0] >> 32 == magic >> 32 else [-1] + r[1:] for r in rows]
+            meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
+            write({"t": "launch", "kernel": self.__name__, "file": inst.file, "count": count,
+                   "sites": {str(k): [s.line, s.access, s.root] for k, s in inst.sites.items()},
+                   "tensors": {r: describe_tensor(r, named[r]) for r in inst.roots}, "records": rows, "meta": meta,
+                   "grid": _grid(grid, named)})
+        else:
+            clean[self.__name__] = clean.get(self.__name__, 0) + 1
+            write_clean()
+        return out
+
+    try:
+        import torch
+        write({"t": "start", "cuda": bool(torch.cuda.is_available())})
+    except Exception:  # pragma: no cover - a script without torch: its launches say what they use
+        pass
+    _jit.JITFunction.run = run
+    atexit.register(lambda: _state is not None and not fh.closed and write_clean(True))
+    _state = {"cls": _jit.JITFunction, "run": original, "fh": fh, "flush": write_clean}
+
+
+def uninstall() -> None:
+    """Launch natively again (the records file stays)."""
+    global _state
+    if _state is None:
+        return
+    _state["flush"](True)
+    _state["cls"].run = _state["run"]
+    _state["fh"].close()
+    _state = None
+
+
+def read(path: str) -> Tuple[List[dict], Dict[str, int], List[dict]]:
+    """The records file: ``(launches with records, clean launches by kernel, kernels left unchecked
+    and why)``; lines that cannot be read (the last one, cut by a crash) are skipped. A script
+    process without a CUDA device is one ``unchecked`` entry."""
+    launches, clean, unchecked = [], {}, []
+    try:
+        fh = open(path, encoding="utf-8", errors="replace")
+    except OSError:
+        return launches, clean, unchecked
+    with fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            if rec.get("t") == "launch" and isinstance(rec.get("records"), list):
+                kept = [r for r in rec["records"] if _valid(r, rec)]
+                if len(kept) < len(rec["records"]):
+                    unchecked.append({"kernel": rec.get("kernel"), "why": f"{len(rec['records']) - len(kept)} "
+                                      "record(s) were overwritten (an access tritonkit did not check wrote into "
+                                      "its record buffer): left out"})
+                rec["records"] = kept
+                launches.append(rec)
+            elif rec.get("t") == "clean" and isinstance(rec.get("counts"), dict):
+                for k, n in rec["counts"].items():
+                    clean[str(k)] = clean.get(str(k), 0) + int(n)
+            elif rec.get("t") == "unchecked":
+                unchecked.append(rec)
+            elif rec.get("t") == "start" and rec.get("cuda") is False:
+                unchecked.append({"kernel": "every kernel", "why": "the script's process has no CUDA device "
+                                                                   "(torch.cuda.is_available() is False)"})
+    return launches, clean, unchecked
+
+
+def _valid(row, rec: dict) -> bool:
+    """Whether a record can be one the guard made (its site field carries the magic number; the
+    rows read back have it taken off: see :func:`install`): a known site, a program inside the
+    grid, at least one offending lane."""
+    if not isinstance(row, list) or len(row) != device.RECORD or str(row[0]) not in (rec.get("sites") or {}):
+        return False
+    grid = rec.get("grid")
+    if grid and not all(0 <= int(p) < int(g) for p, g in zip(row[1:4], grid)):
+        return False
+    return int(row[4]) >= 1
+
+
+def to_findings(launches: List[dict]):
+    """The records of the launches folded into out-of-bounds findings, one per kernel line,
+    access and argument, in the order they were first recorded."""
+    from ..checks.bounds import BoundsCheck
+    from ..findings import Finding
+    from .sanitizer import _index, _program
+    folds: Dict[tuple, dict] = {}
+    for rec in launches:
+        sites, tensors = rec.get("sites") or {}, rec.get("tensors") or {}
+        for row in rec["records"]:
+            site = sites.get(str(row[0]))
+            if site is None:
+                continue
+            line, access, root = site
+            t = tensors.get(root)
+            key = (rec.get("kernel"), rec.get("file"), line, access, root)
+            f = folds.setdefault(key, {"rec": rec, "t": t, "count": 0, "seen": set(),
+                                       "lo": None, "hi": None, "launches": set(), "past": 0, "before": 0})
+            f["count"] += int(row[4])
+            f["launches"].add(id(rec))
+            pid = tuple(_program(tuple(row[1:4]), rec.get("grid")))
+            f["seen"].add(pid)
+            if t is not None:
+                size = max(1, int(t["itemsize"]))
+                lo = (int(t["base"]) + int(row[5]) - int(t["ptr"])) // size
+                hi = (int(t["base"]) + int(row[6]) - int(t["ptr"])) // size
+                f["lo"] = lo if f["lo"] is None else min(f["lo"], lo)
+                f["hi"] = hi if f["hi"] is None else max(f["hi"], hi)
+                if int(row[5]) < 0:
+                    f["before"] += 1
+                else:
+                    f["past"] += 1
+    out = []
+    for (kernel, file, line, access, root), f in folds.items():
+        t = f["t"]
+        f["programs"] = [list(p) for p in sorted(f["seen"])]  # the order the CPU check runs programs in
+        reason = "before_start" if f["before"] > f["past"] else "past_end"
+        shape = "x".join(str(s) for s in (t or {}).get("shape", []))
+        where = "past the end of" if reason == "past_end" else "before the start of"
+        elements = "" if f["lo"] is None else (f"{root}[{f['lo']}]" if f["lo"] == f["hi"]
+                                               else f"{root}[{f['lo']}:{f['hi'] + 1}] (flat, the range)")
+        out.append(Finding(
+            kind=BoundsCheck.kind, kernel=str(kernel), file=str(file), line=int(line),
+            source=linecache.getline(str(file), int(line)).strip(), arg=root,
+            tensor={"shape": t["shape"], "dtype": t["dtype"], "strides": t["strides"]} if t else None,
+            access=access, count=f["count"], program_ids=f["programs"][:8], num_programs=len(f["programs"]),
+            elements=elements, element_indices=[_index(t, f["lo"]), _index(t, f["hi"])] if t and f["lo"] is not None
+            else [], reason=reason, occurrences=f["count"], launches=len(f["launches"]),
+            message=f"{access} {where} {root} ({shape} {(t or {}).get('dtype', '')}): {f['count']} lanes in "
+                    f"{len(f['programs'])} program(s), checked on the GPU",
+            facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]],
+            hint="the access needs a mask that keeps its lanes inside the tensor (offsets < n), or a smaller grid"))
+    return out
+
+
+def report(target) -> Tuple[Any, int]:
+    """Run ``target`` (a :class:`~tritonkit.cli._target.Target`) with every launch instrumented and
+    build its :class:`~tritonkit.check.CheckReport`. Returns ``(report, the script's exit status)``."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from ..._version import __version__
+    from ..checks.bounds import BoundsCheck
+    from ..journal import installed_version
+    from ..results import CheckReport, LaunchRecord, kernel_summaries, summarize
+    work = tempfile.mkdtemp(prefix="tritonkit-gpu-")
+    try:
+        path = os.path.join(work, "records.jsonl")
+        env = dict(os.environ, **{ENV: path})
+        env.pop("TRITON_INTERPRET", None)
+        proc = subprocess.Popen([sys.executable, "-m", "tritonkit.cli._child", "gpu", *target.words()], env=env)
+        while True:
+            try:
+                code = proc.wait()
+                break
+            except KeyboardInterrupt:
+                continue
+        launches, clean, unchecked = read(path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    findings = to_findings(launches)
+    records = [LaunchRecord(kernel=str(rec.get("kernel")), grid=tuple(rec.get("grid") or (0, 0, 0)), engine="gpu")
+               for rec in launches]
+    records += [LaunchRecord(kernel=k, grid=(0, 0, 0), engine="gpu") for k, n in clean.items() for _ in range(n)]
+    summary = summarize(records, findings, [BoundsCheck.kind], "gpu")
+    summary["engine"] = None
+    summary["gpu"] = {"mode": "instrumented", "unchecked": [f"{u.get('kernel')}: {u.get('why')}" for u in unchecked],
+                      "races": "data races: not checked in this mode: the CPU check finds them"}
+    rep = CheckReport(findings=findings, launches=len(records), kernels=kernel_summaries(records, findings),
+                      launch_records=records, summary=summary,
+                      versions={"tritonkit": __version__, "triton": installed_version("triton")},
+                      script={"target": target.argv, "failed": code != 0})
+    return rep, code
