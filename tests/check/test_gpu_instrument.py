@@ -36,9 +36,9 @@ def test_the_rewrite_finds_each_accesss_argument_and_guards_its_mask():
     assert skipped == [17]  # tl.where of two arguments: no single argument, not checked
     assert "mask=_tritonkit_gpu_guard(p, None, _tk_lo_x_ptr" in new
     assert "_tritonkit_gpu_guard(y_ptr + offs, offs < n + 5, _tk_lo_y_ptr" in new
-    # only the tensors of the launch are roots: with n passed a tensor too, still one root per access
-    _, _, roots2, _, _ = instrument.rewrite(src, frozenset({"x_ptr"}), 10)
-    assert roots2 == ["x_ptr"]
+    # only the tensors of the launch are roots; an access through a pointer passed None cannot run
+    _, _, roots2, skipped2, _ = instrument.rewrite(src, frozenset({"x_ptr"}), 10, absent=frozenset({"y_ptr"}))
+    assert roots2 == ["x_ptr"] and skipped2 == [17, 18]  # out_ptr: not a tensor, not None: unchecked
 
 
 CHILD = textwrap.dedent('''

@@ -133,8 +133,9 @@ class _Provenance:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, prov: _Provenance, tensors: FrozenSet[str], first_line: int) -> None:
-        self.prov, self.tensors, self.first_line = prov, tensors, first_line
+    def __init__(self, prov: _Provenance, tensors: FrozenSet[str], first_line: int,
+                 absent: FrozenSet[str] = frozenset()) -> None:
+        self.prov, self.tensors, self.first_line, self.absent = prov, tensors, first_line, absent
         self.sites: Dict[int, Site] = {}
         self.roots: List[str] = []
         self.skipped: List[int] = []
@@ -153,7 +154,12 @@ class _Rewriter(ast.NodeTransformer):
         if ptr is None:
             self.skipped.append(line)
             return node
-        roots = self.prov.of(ptr) & self.tensors
+        prov = self.prov.of(ptr)
+        roots = prov & self.tensors
+        if prov & self.absent:  # a pointer passed None: code that cannot run, or a pointer of two origins
+            if roots:
+                self.skipped.append(line)
+            return node
         if len(roots) != 1:
             self.skipped.append(line)
             return node
@@ -182,10 +188,11 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
 
-def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1) -> Tuple[str, Dict[int, Site], List[str],
-                                                                                List[int], str]:
+def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
+            absent: FrozenSet[str] = frozenset()) -> Tuple[str, Dict[int, Site], List[str], List[int], str]:
     """Rewrite a ``@triton.jit`` function's source (decorators dropped) for the tensor parameters
-    ``tensors``. Returns ``(new source, sites, roots, skipped lines, the function's name)``.
+    ``tensors`` (``absent``: parameters passed None; an access through them cannot run and is not
+    counted as unchecked). Returns ``(new source, sites, roots, skipped lines, the function's name)``.
 
     Raises:
         ValueError: the source holds no function definition.
@@ -197,7 +204,7 @@ def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1) -> Tuple[
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
     prov = _Provenance(params)
     prov.learn(fn.body)
-    rw = _Rewriter(prov, tensors, first_line)
+    rw = _Rewriter(prov, tensors, first_line, absent)
     fn.body = [rw.visit(s) for s in fn.body]
     fn.decorator_list = []
     extra = [REC, CAP] + [n for r in rw.roots for n in (lo_name(r), hi_name(r))]
@@ -214,8 +221,9 @@ def _folder() -> str:
     return path
 
 
-def instrumented(jit_fn, tensors: FrozenSet[str]) -> Instrumented:
-    """The rewritten kernel of the ``JITFunction`` ``jit_fn`` for the tensor parameters ``tensors``.
+def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = frozenset()) -> Instrumented:
+    """The rewritten kernel of the ``JITFunction`` ``jit_fn`` for the tensor parameters ``tensors``
+    (``absent``: the parameters passed None).
 
     Raises:
         OSError, TypeError, ValueError, SyntaxError: its source cannot be read or rewritten.
@@ -225,7 +233,7 @@ def instrumented(jit_fn, tensors: FrozenSet[str]) -> Instrumented:
     from . import device
     fn = jit_fn.fn
     lines, start = inspect.getsourcelines(fn)
-    source, sites, roots, skipped, name = rewrite("".join(lines), tensors, start)
+    source, sites, roots, skipped, name = rewrite("".join(lines), tensors, start, absent)
     digest = hashlib.sha256(f"{fn.__code__.co_filename}\0{source}".encode()).hexdigest()[:24]
     path = os.path.join(_folder(), f"{name}_{digest}.py")
     if not os.path.exists(path):

@@ -76,12 +76,13 @@ def install(path: str) -> None:
         if torch.cuda.is_current_stream_capturing():
             unchecked(self, "launched while a CUDA graph was captured")
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        key = (id(self), tensors)
+        absent = frozenset(k for k, v in named.items() if v is None)
+        key = (id(self), tensors, absent)
         inst = cache.get(key)
         if inst is None:
             try:
                 from .instrument import instrumented
-                inst = instrumented(self, tensors)
+                inst = instrumented(self, tensors, absent)
             except Exception as e:  # the launch still runs, unchecked, and the report says so
                 inst = False
                 unchecked(self, f"its source could not be instrumented ({type(e).__name__}: {e})")
