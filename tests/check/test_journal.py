@@ -55,6 +55,30 @@ def test_scopes_keep_each_sessions_findings_apart(tmp_path):
     assert {run.scope_of(k): f.line for k, f in run.findings.items()} == {"t.py::a (call)": 1, "t.py::b (call)": 2}
 
 
+def test_an_unsettled_side_journal_is_read_into_its_owners_scope_and_a_settled_one_is_not(tmp_path):
+    """Side journals (a config worker's findings before its parent took them): read into the owner,
+    after its own findings of the scope the side journal was made in; left out once settled; not
+    followed by a watcher (they are the owner's, not a child process's)."""
+    own = Journal(str(tmp_path), "root", [], "auto", launches=False)
+    watcher = RunWatcher(str(tmp_path), exclude=[own.path])
+    own.scope("t.py::a (call)")
+    own.new_finding(0, _finding(1))
+    own.scope("t.py::b (call)")
+    own.new_finding(0, _finding(2))
+    lost = own.side()  # made during test b: its parent was killed before taking it
+    lost.new_finding(0, _finding(3))
+    lost.new_finding(1, _finding(4))
+    taken = own.side()  # taken into the owner's findings, then settled
+    taken.new_finding(0, _finding(9))
+    own.new_finding(1, _finding(9))
+    own.settled(taken.path)
+    assert os.path.basename(lost.path).startswith("s") and watcher.poll() == ([], [])
+    (run,) = read_run(str(tmp_path))
+    assert [(run.scope_of(k), f.line) for k, f in sorted(run.findings.items())] == [
+        ("t.py::a (call)", 1), ("t.py::b (call)", 2), ("t.py::b (call)", 9), ("t.py::b (call)", 3),
+        ("t.py::b (call)", 4)]
+
+
 def test_a_watcher_follows_new_journals_and_marks_their_process(tmp_path):
     own = Journal(str(tmp_path), "root", [], "auto")
     watcher = RunWatcher(str(tmp_path), exclude=[own.path])
