@@ -206,7 +206,7 @@ def test_programs_far_apart_in_trip_count_run_as_groups_with_the_results_of_one_
 
 
 def test_trip_counts_are_split_where_the_groups_cost_less_than_the_batch():
-    from tritonkit.check.interp.simt import LOOP_OVERHEAD_BYTES, split_by_trips
+    from tritonkit.check.interp.simt import LOOP_OVERHEAD_BYTES, MAX_CANDIDATES, split_by_trips
     assert split_by_trips(np.full(64, 8), 1 << 20) is None  # no divergence
     assert split_by_trips(np.arange(64) % 8 + 1, 64) is None  # tiny programs: an iteration's overhead dominates
     trips = np.repeat([1, 16], 32)
@@ -217,6 +217,11 @@ def test_trip_counts_are_split_where_the_groups_cost_less_than_the_batch():
     assert groups is not None and (np.diff(groups) >= 0).all() and 2 <= groups.max() + 1 <= 16
     # each group's programs have closer trip counts than the batch's
     assert all(np.ptp(causal[groups == g]) < np.ptp(causal) for g in range(groups.max() + 1))
+    # thousands of distinct trip counts (a per-row length): the search runs over at most 64 bins of them
+    many = np.arange(20000) % 5000 + 1
+    groups = split_by_trips(many, 64 << 10)
+    assert groups is not None and 2 <= groups.max() + 1 <= MAX_CANDIDATES
+    assert all(np.ptp(many[groups == g]) < np.ptp(many) for g in range(groups.max() + 1))
 
 
 @triton.jit

@@ -191,6 +191,9 @@ class _While(_Loop):
 LOOP_OVERHEAD_BYTES = 128 << 10
 #: a batch is split by trip count only where that saves at least this part of the loop's work
 MIN_SAVING = 0.15
+#: distinct trip counts the partition is sought over (more are binned by quantile first): the search
+#: is quadratic in them
+MAX_CANDIDATES = 64
 
 
 def split_by_trips(trips: np.ndarray, program_bytes: float) -> Optional[np.ndarray]:
@@ -202,7 +205,8 @@ def split_by_trips(trips: np.ndarray, program_bytes: float) -> Optional[np.ndarr
     t`` for ``n`` programs of at most ``t`` trips, ``R`` the per-iteration Python cost in programs'
     work (:data:`LOOP_OVERHEAD_BYTES` / ``program_bytes``, the batch's largest value per program).
     The partition of the sorted trip counts with the least cost is found exactly (dynamic
-    programming over the distinct counts); it is taken where it saves :data:`MIN_SAVING` of the
+    programming over the distinct counts, or over :data:`MAX_CANDIDATES` quantile bins of them
+    where there are more); it is taken where it saves :data:`MIN_SAVING` of the
     whole batch's cost. Returns each program's group number (int64 ``(P,)``, groups in the order of
     their trip counts)."""
     values, counts = np.unique(trips, return_counts=True)
@@ -211,6 +215,11 @@ def split_by_trips(trips: np.ndarray, program_bytes: float) -> Optional[np.ndarr
         return None
     r = LOOP_OVERHEAD_BYTES / max(1.0, program_bytes)
     cum = np.concatenate([[0], np.cumsum(counts)])
+    if k > MAX_CANDIDATES:  # many distinct counts: the partition is sought among quantile bins of them
+        cuts = np.unique(np.searchsorted(cum[1:], np.linspace(cum[-1] / MAX_CANDIDATES, cum[-1], MAX_CANDIDATES)))
+        values = values[cuts]
+        cum = np.concatenate([[0], cum[1:][cuts]])
+        k = values.shape[0]
     best = [0.0] + [float("inf")] * k
     cut = [0] * (k + 1)
     for j in range(1, k + 1):
