@@ -8,6 +8,9 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+import torch
+
 from tritonkit.check.gpu import instrument, runtime, sanitizer
 from tritonkit.cli import main
 
@@ -100,3 +103,39 @@ def test_without_a_gpu_the_instrumented_mode_says_so(monkeypatch, capsys, tmp_pa
     script.write_text("print('ran')\n")
     assert main(["check", "--gpu", "--", "python", str(script)]) == 2
     assert "no GPU is visible" in capsys.readouterr().err
+
+
+def test_a_gpu_report_counts_clean_launches_without_a_record_each():
+    from tritonkit.check.findings import Finding
+    from tritonkit.check.gpu.report import make_report
+    from tritonkit.check.results import LaunchRecord
+    from tritonkit.cli._target import Target
+    found = [Finding(kind="out_of_bounds", kernel="k", file="k.py", line=3)]
+    rep = make_report(Target("script", "s.py"), 0, found, [LaunchRecord("k", (4, 1, 1), engine="gpu")],
+                      {"mode": "instrumented"}, counted={"k": 2, "other": 1_000_000})
+    assert rep.launches == rep.summary["launches"] == 1_000_003 and len(rep.launch_records) == 1
+    assert [(k.name, k.launches, k.findings) for k in rep.kernels] == [("k", 3, 1), ("other", 1_000_000, 0)]
+    assert rep.summary["engine"] is None and rep.summary["gpu"] == {"mode": "instrumented"}
+
+
+def test_an_element_has_coordinates_only_inside_a_contiguous_tensor():
+    from tritonkit.check.gpu.report import element_index
+    t = {"shape": [4, 6], "strides": [6, 1]}
+    assert element_index(t, 13) == [2, 1] and element_index(t, 24) == [24] and element_index(t, -1) == [-1]
+    assert element_index({"shape": [6, 4], "strides": [1, 6]}, 13) == [13]  # a transposed view: flat
+    assert element_index({"shape": [1, 6], "strides": [99, 1]}, 5) == [0, 5]  # a size-1 axis's stride is free
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA device")
+def test_a_script_without_a_cuda_device_is_reported_unchecked_not_clean(monkeypatch, capsys, tmp_path):
+    """The whole --gpu command where nvidia-smi cannot tell (None): the script runs, nothing is
+    instrumented, and the report says that no kernel was checked."""
+    monkeypatch.setattr(sanitizer, "gpu_visible", lambda: None)
+    script = tmp_path / "s.py"
+    script.write_text("import torch, triton\nprint('ran')\n")
+    out = tmp_path / "r.json"
+    assert main(["check", "--gpu", "--json", str(out), "--", "python", str(script)]) == 0
+    data = json.loads(out.read_text())
+    assert data["findings"] == [] and data["summary"]["engine"] is None
+    assert any("no CUDA device" in u for u in data["summary"]["gpu"]["unchecked"])
+    assert "not checked: every kernel" in capsys.readouterr().out

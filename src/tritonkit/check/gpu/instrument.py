@@ -249,7 +249,8 @@ def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = froze
     new = local[name]
     new.__module__, new.__qualname__ = fn.__module__, getattr(fn, "__qualname__", name)
     ours = [REC, CAP] + [n for r in roots for n in (lo_name(r), hi_name(r))]
-    keep = [p if isinstance(p, str) else jit_fn.arg_names[p] for p in (getattr(jit_fn, "do_not_specialize", None) or [])]
+    given = getattr(jit_fn, "do_not_specialize", None) or []
+    keep = [p if isinstance(p, str) else jit_fn.arg_names[p] for p in given]
     jit = triton.jit(new, do_not_specialize=keep + ours, debug=getattr(jit_fn, "debug", None),
                      noinline=getattr(jit_fn, "noinline", None))
     jit._tritonkit_instrumented = True

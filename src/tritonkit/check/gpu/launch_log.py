@@ -34,8 +34,9 @@ def describe_tensor(name: str, t) -> Optional[Dict[str, Any]]:
         return None
 
 
-def _grid(grid, named: Dict[str, Any]) -> Optional[List[int]]:
-    """The launch's grid as three program counts, or None where it cannot be computed here."""
+def launch_grid(grid, named: Dict[str, Any]) -> Optional[List[int]]:
+    """A launch's grid (a tuple of 1-3 program counts, or a callable of the named arguments, as
+    ``kernel[grid]`` takes it) as three program counts, or None where it cannot be computed here."""
     try:
         g = grid(named) if callable(grid) else grid
         g = tuple(int(x) for x in g)
@@ -52,7 +53,7 @@ def record(fh, fn, args, kwargs, grid) -> None:
     tensors = [t for t in (describe_tensor(k, v) for k, v in named.items()) if t is not None]
     code = getattr(getattr(fn, "fn", None), "__code__", None)
     line = {"kernel": getattr(fn, "__name__", "kernel"), "file": code.co_filename if code else "",
-            "first_line": code.co_firstlineno if code else 0, "grid": _grid(grid, named), "tensors": tensors}
+            "first_line": code.co_firstlineno if code else 0, "grid": launch_grid(grid, named), "tensors": tensors}
     fh.write(json.dumps(line) + "\n")
     fh.flush()
 

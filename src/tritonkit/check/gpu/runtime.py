@@ -17,7 +17,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import device
-from .launch_log import _grid, describe_tensor
+from .launch_log import describe_tensor, launch_grid
+from .report import element_index, make_report, program_id, wait
 
 #: the environment variable naming the records file in the script's process
 ENV = "TRITONKIT_GPU_RECORDS"
@@ -86,6 +87,10 @@ def install(path: str) -> None:
             except Exception as e:  # the launch still runs, unchecked, and the report says so
                 inst = False
                 unchecked(self, f"its source could not be instrumented ({type(e).__name__}: {e})")
+            if inst and inst.skipped:
+                unchecked(self, f"the accesses at lines {', '.join(str(n) for n in sorted(set(inst.skipped)))} "
+                                "have no single tensor argument their pointer derives from (block pointers, tensor "
+                                "descriptors, pointers from helpers): not checked")
             cache[key] = (self, inst)  # keeps self alive, so its id is not reused
         else:
             inst = inst[1]
@@ -100,10 +105,6 @@ def install(path: str) -> None:
             extra[f"_tk_hi_{root}"] = int(st.data_ptr()) + int(st.nbytes())
         out = original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
         count = int(rec[0].item())
-        if inst.skipped:
-            unchecked(self, f"the accesses at lines {', '.join(str(n) for n in sorted(set(inst.skipped)))} have "
-                            "no single tensor argument their pointer derives from (block pointers, tensor "
-                            "descriptors, pointers from helpers): not checked")
         if count:
             rows = rec[1:1 + min(count, CAPACITY) * device.RECORD].view(-1, device.RECORD).tolist()
             magic = int(device.MAGIC.value)
@@ -112,7 +113,7 @@ def install(path: str) -> None:
             write({"t": "launch", "kernel": self.__name__, "file": inst.file, "count": count,
                    "sites": {str(k): [s.line, s.access, s.root] for k, s in inst.sites.items()},
                    "tensors": {r: describe_tensor(r, named[r]) for r in inst.roots}, "records": rows, "meta": meta,
-                   "grid": _grid(grid, named)})
+                   "grid": launch_grid(grid, named)})
         else:
             clean[self.__name__] = clean.get(self.__name__, 0) + 1
             write_clean()
@@ -192,7 +193,6 @@ def to_findings(launches: List[dict]):
     access and argument, in the order they were first recorded."""
     from ..checks.bounds import BoundsCheck
     from ..findings import Finding
-    from .sanitizer import _index, _program
     folds: Dict[tuple, dict] = {}
     for rec in launches:
         sites, tensors = rec.get("sites") or {}, rec.get("tensors") or {}
@@ -207,7 +207,7 @@ def to_findings(launches: List[dict]):
                                        "lo": None, "hi": None, "launches": set(), "past": 0, "before": 0})
             f["count"] += int(row[4])
             f["launches"].add(id(rec))
-            pid = tuple(_program(tuple(row[1:4]), rec.get("grid")))
+            pid = tuple(program_id(row[1:4], rec.get("grid")))
             f["seen"].add(pid)
             if t is not None:
                 size = max(1, int(t["itemsize"]))
@@ -233,8 +233,9 @@ def to_findings(launches: List[dict]):
             source=linecache.getline(str(file), int(line)).strip(), arg=root,
             tensor={"shape": t["shape"], "dtype": t["dtype"], "strides": t["strides"]} if t else None,
             access=access, count=f["count"], program_ids=f["programs"][:8], num_programs=len(f["programs"]),
-            elements=elements, element_indices=[_index(t, f["lo"]), _index(t, f["hi"])] if t and f["lo"] is not None
-            else [], reason=reason, occurrences=f["count"], launches=len(f["launches"]),
+            elements=elements, reason=reason,
+            element_indices=[element_index(t, f["lo"]), element_index(t, f["hi"])] if t and f["lo"] is not None
+            else [], occurrences=f["count"], launches=len(f["launches"]),
             message=f"{access} {where} {root} ({shape} {(t or {}).get('dtype', '')}): {f['count']} lanes in "
                     f"{len(f['programs'])} program(s), checked on the GPU",
             facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]],
@@ -251,35 +252,21 @@ def report(target) -> Tuple[Any, int]:
     import sys
     import tempfile
 
-    from ..._version import __version__
-    from ..checks.bounds import BoundsCheck
-    from ..journal import installed_version
-    from ..results import CheckReport, LaunchRecord, kernel_summaries, summarize
+    from ..results import LaunchRecord
     work = tempfile.mkdtemp(prefix="tritonkit-gpu-")
     try:
         path = os.path.join(work, "records.jsonl")
         env = dict(os.environ, **{ENV: path})
         env.pop("TRITON_INTERPRET", None)
-        proc = subprocess.Popen([sys.executable, "-m", "tritonkit.cli._child", "gpu", *target.words()], env=env)
-        while True:
-            try:
-                code = proc.wait()
-                break
-            except KeyboardInterrupt:
-                continue
+        code = wait(subprocess.Popen([sys.executable, "-m", "tritonkit.cli._child", "gpu", *target.words()], env=env))
         launches, clean, unchecked = read(path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     findings = to_findings(launches)
+    # a record per launch that found something; the clean ones are counted per kernel (a native run
+    # may make millions of launches)
     records = [LaunchRecord(kernel=str(rec.get("kernel")), grid=tuple(rec.get("grid") or (0, 0, 0)), engine="gpu")
                for rec in launches]
-    records += [LaunchRecord(kernel=k, grid=(0, 0, 0), engine="gpu") for k, n in clean.items() for _ in range(n)]
-    summary = summarize(records, findings, [BoundsCheck.kind], "gpu")
-    summary["engine"] = None
-    summary["gpu"] = {"mode": "instrumented", "unchecked": [f"{u.get('kernel')}: {u.get('why')}" for u in unchecked],
-                      "races": "data races: not checked in this mode: the CPU check finds them"}
-    rep = CheckReport(findings=findings, launches=len(records), kernels=kernel_summaries(records, findings),
-                      launch_records=records, summary=summary,
-                      versions={"tritonkit": __version__, "triton": installed_version("triton")},
-                      script={"target": target.argv, "failed": code != 0})
-    return rep, code
+    gpu = {"mode": "instrumented", "unchecked": [f"{u.get('kernel')}: {u.get('why')}" for u in unchecked],
+           "races": "data races: not checked in this mode: the CPU check finds them"}
+    return make_report(target, code, findings, records, gpu, counted=clean), code

@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..checks.bounds import BoundsCheck
 from ..findings import Finding
 from . import launch_log
+from .report import element_index, make_report, program_id, wait
 
 #: memcheck errors printed at most (each is one thread's access; the summary counts them all)
 PRINT_LIMIT = 10000
@@ -170,38 +171,9 @@ def _owner(err: MemcheckError, rec: Optional[dict]) -> Optional[dict]:
     return best
 
 
-def _program(block: Tuple[int, int, int], grid: Optional[List[int]]) -> List[int]:
-    """A block's coordinates as a program id with as many axes as the launch's grid (trailing axes of
-    one program dropped; where the grid is unknown, trailing zeros)."""
-    if grid:
-        n = 3
-        while n > 1 and grid[n - 1] == 1:
-            n -= 1
-    else:
-        n = 3
-        while n > 1 and block[n - 1] == 0:
-            n -= 1
-    return list(block[:n])
-
-
 def _element(t: dict, address: int) -> int:
     """The flat element index (in the tensor's own view: from its first element) of ``address``."""
     return (address - int(t["ptr"])) // max(1, int(t.get("itemsize") or 1))
-
-
-def _index(t: dict, flat: int) -> List[int]:
-    """``flat`` as the tensor's coordinates where it is inside a contiguous tensor, else as is."""
-    shape = [int(s) for s in t.get("shape") or []]
-    numel = 1
-    for s in shape:
-        numel *= s
-    if not shape or flat < 0 or flat >= numel:
-        return [flat]
-    out = []
-    for s in reversed(shape):
-        out.append(flat % s)
-        flat //= s
-    return list(reversed(out))
 
 
 def _full_path(name: str, rec: Optional[dict]) -> str:
@@ -243,7 +215,7 @@ def _finding(errs: List[MemcheckError], rec: Optional[dict], t: Optional[dict]) 
     seen = set()
     elements = set()
     for e in errs:
-        pid = tuple(_program(e.block, (rec or {}).get("grid")))
+        pid = tuple(program_id(e.block, (rec or {}).get("grid")))
         if pid not in seen:
             seen.add(pid)
             programs.append(list(pid))
@@ -262,7 +234,8 @@ def _finding(errs: List[MemcheckError], rec: Optional[dict], t: Optional[dict]) 
     if t is not None and elements:
         lo, hi = elements[0], elements[-1]
         described = f"{name}[{lo}]" if lo == hi else f"{name}[{lo}:{hi + 1}] (flat)"
-    where = {"past_end": "past the end of", "before_start": "before the start of", "misaligned": "misaligned in"}[reason]
+    where = {"past_end": "past the end of", "before_start": "before the start of",
+             "misaligned": "misaligned in"}[reason]
     target = (f"{name} ({'x'.join(str(s) for s in t['shape'])} {t['dtype']}, storage {t['nbytes']} bytes)" if t
               else "an allocation no argument of the launch owns")
     message = f"{access} of {err.size} bytes {where} {target}"
@@ -277,7 +250,7 @@ def _finding(errs: List[MemcheckError], rec: Optional[dict], t: Optional[dict]) 
         source=linecache.getline(file, err.line).strip() if file and err.line else "",
         arg=name, tensor=({"shape": t["shape"], "dtype": t["dtype"], "strides": t["strides"]} if t else None),
         access=access, count=len(errs), program_ids=programs[:_SHOWN], num_programs=len(programs),
-        elements=described, element_indices=[_index(t, e) for e in elements[:_SHOWN]] if t else [],
+        elements=described, element_indices=[element_index(t, e) for e in elements[:_SHOWN]] if t else [],
         num_elements=len(elements), reason=reason, occurrences=len(errs), launches=1, facts=facts, message=message,
         hint="the access needs a mask that keeps its lanes inside the tensor (offsets < n), or a smaller grid")
 
@@ -360,7 +333,7 @@ def run_sanitized(target, tool: str, work: str) -> Tuple[int, List[MemcheckError
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", **{launch_log.ENV: launches})
     env.pop("TRITON_INTERPRET", None)
     proc = subprocess.Popen(cmd, env=env)
-    code = _wait(proc)
+    code = wait(proc)
     try:
         with open(log, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
@@ -370,20 +343,10 @@ def run_sanitized(target, tool: str, work: str) -> Tuple[int, List[MemcheckError
     return code, errors, total, launch_log.read(launches), text
 
 
-def _wait(proc) -> int:
-    while True:
-        try:
-            return proc.wait()
-        except KeyboardInterrupt:
-            continue
-
-
 def report(target, tool: str) -> Tuple[Any, int, str]:
     """Run the script under memcheck and build its :class:`~tritonkit.check.CheckReport`. Returns
     ``(report, the script's exit status, memcheck's text)``."""
-    from ..._version import __version__
-    from ..journal import installed_version
-    from ..results import CheckReport, LaunchRecord, kernel_summaries, summarize
+    from ..results import LaunchRecord
     work = tempfile.mkdtemp(prefix="tritonkit-gpu-")
     try:
         code, errors, total, launches, text = run_sanitized(target, tool, work)
@@ -395,12 +358,6 @@ def report(target, tool: str) -> Tuple[Any, int, str]:
         grid = tuple(rec["grid"]) if rec.get("grid") else (0, 0, 0)
         records.append(LaunchRecord(kernel=str(rec.get("kernel", "")), grid=grid,
                                     programs=grid[0] * grid[1] * grid[2], engine="gpu"))
-    summary = summarize(records, findings, [BoundsCheck.kind], "gpu")
-    summary["engine"] = None  # no interpreter ran
-    summary["gpu"] = {"mode": "sanitizer", "tool": tool, "memcheck_errors": total,
-                      "memcheck_errors_shown": len(errors), "races": gsan_note()}
-    rep = CheckReport(findings=findings, launches=len(records), kernels=kernel_summaries(records, findings),
-                      launch_records=records, summary=summary,
-                      versions={"tritonkit": __version__, "triton": installed_version("triton")},
-                      script={"target": target.argv, "failed": code != 0})
-    return rep, code, text
+    gpu = {"mode": "sanitizer", "tool": tool, "memcheck_errors": total, "memcheck_errors_shown": len(errors),
+           "races": gsan_note()}
+    return make_report(target, code, findings, records, gpu), code, text
