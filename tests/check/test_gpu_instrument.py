@@ -91,6 +91,13 @@ def test_the_records_file_becomes_findings(tmp_path):
         fh.write(json.dumps({"t": "unchecked", "kernel": "k2", "why": "x"}) + "\n" + '{"t": "laun')
     launches, clean, unchecked = runtime.read(str(path))
     assert len(launches) == 1 and clean == {"k": 3} and unchecked[0]["kernel"] == "k2"
+    # records an unchecked access wrote over (no magic number: site -1; a program outside the grid)
+    with open(path, "w") as fh:
+        fh.write(json.dumps(dict(launch, records=launch["records"] + [[-1, 3, 0, 0, 5, 0, 0],
+                                                                      [0, 9, 0, 0, 2, 4000, 4004]])) + "\n")
+    (kept,), _, notes = runtime.read(str(path))
+    assert kept["records"] == launch["records"]
+    assert [n["why"].split(" record")[0] for n in notes] == ["2"]
     (f,) = runtime.to_findings(launches)
     assert (f.kind, f.line, f.arg, f.access, f.count) == ("out_of_bounds", 14, "x_ptr", "load", 25)
     assert f.program_ids == [[2], [3]] and f.element_indices == [[-1], [1023]]

@@ -40,10 +40,12 @@ REC, CAP = "_tk_rec", "_tk_cap"
 
 
 def lo_name(root: str) -> str:
+    """The extra parameter carrying the first byte address (int64) of ``root``'s storage."""
     return f"_tk_lo_{root}"
 
 
 def hi_name(root: str) -> str:
+    """The extra parameter carrying the address (int64) one byte past the end of ``root``'s storage."""
     return f"_tk_hi_{root}"
 
 
