@@ -1,9 +1,12 @@
 """``tritonkit check --gpu`` without a GPU: the kernel rewrite (provenance of each access's pointer,
-the guard added to its mask), the guard's records and masking run in Triton's interpreter, the
-records file folded into findings, and the command's refusal without a GPU. The run on a GPU is in
-``tests/gpu/test_gpu_instrumented.py``."""
+its offset computed again in int64, the guard added to its mask), the guard's records and masking
+run in Triton's interpreter (out of bounds, outside a view, int32 overflow, the address-based
+fallback), the records file folded into findings, the rewritten kernels compiled for an H100
+(sm_90) on this machine with their loads' vector width kept, and the command's refusal without a
+GPU. The run on a GPU is in ``tests/gpu/test_gpu_instrumented.py``."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,8 +17,8 @@ import torch
 from tritonkit.check.gpu import instrument, runtime, sanitizer
 from tritonkit.cli import main
 
-KERNEL = textwrap.dedent('''
-    import torch, triton, triton.language as tl
+KERNELS = textwrap.dedent('''
+    import triton, triton.language as tl
 
     @triton.jit
     def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -27,21 +30,91 @@ KERNEL = textwrap.dedent('''
         either = tl.where(pid == 0, x_ptr, y_ptr)
         z = tl.load(either + offs, mask=offs < n)
         tl.store(out_ptr + offs, x + y + z * 0, mask=offs < n)
+
+    @triton.jit
+    def rows_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+        tl.store(out_ptr + row * BLOCK + cols, x)
+
+    @triton.jit
+    def wrap_kernel(x_ptr, out_ptr, stride, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        off = row * stride
+        ptrs = x_ptr + off + cols
+        x = tl.load(ptrs)
+        tl.store(out_ptr + row * BLOCK + cols, x)
+
+    @triton.jit
+    def gather_kernel(x_ptr, idx_ptr, out_ptr, BLOCK: tl.constexpr):
+        i = tl.arange(0, BLOCK)
+        p = x_ptr + tl.load(idx_ptr + i)
+        tl.store(out_ptr + i, tl.load(p))
+
+    @triton.jit
+    def loop_kernel(x_ptr, out_ptr, n, K, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        p = x_ptr + offs + 2
+        acc = tl.zeros((BLOCK,), tl.float32)
+        for k in range(0, K):
+            acc += tl.load(p, mask=offs < n - k * BLOCK, other=0.0)
+            p += BLOCK
+        tl.store(out_ptr + offs, acc)
 ''')
+FIRST = 2  # the line of "import triton" in the module written from KERNELS
 
 
-def test_the_rewrite_finds_each_accesss_argument_and_guards_its_mask():
-    src = KERNEL.split("@triton.jit\n")[1]
-    new, sites, roots, skipped, name = instrument.rewrite(src, frozenset({"x_ptr", "y_ptr", "out_ptr"}), 10)
+def _rewrite(name, tensors, absent=frozenset()):
+    src = KERNELS.split("@triton.jit\n")[1:]
+    src = next(s for s in src if s.startswith(f"def {name}("))
+    start = KERNELS[:KERNELS.index(src)].count("\n") + 1
+    return instrument.rewrite(src.split("\n\n")[0] + "\n", frozenset(tensors), start, absent)
+
+
+def test_the_rewrite_finds_each_accesss_argument_and_computes_its_offset_again():
+    new, sites, roots, skipped, name = _rewrite("add_kernel", {"x_ptr", "y_ptr", "out_ptr"})
     assert name == "add_kernel" and roots == ["x_ptr", "y_ptr", "out_ptr"]
-    assert [(s.line, s.access, s.root) for s in sites.values()] == [
-        (14, "load", "x_ptr"), (15, "load", "y_ptr"), (18, "store", "out_ptr")]
-    assert skipped == [17]  # tl.where of two arguments: no single argument, not checked
-    assert "mask=_tritonkit_gpu_guard(p, None, _tk_lo_x_ptr" in new
-    assert "_tritonkit_gpu_guard(y_ptr + offs, offs < n + 5, _tk_lo_y_ptr" in new
+    assert [(s.line, s.access, s.root, s.exact) for s in sites.values()] == [
+        (9, "load", "x_ptr", True), (10, "load", "y_ptr", True), (13, "store", "out_ptr", True)]
+    assert sites[0].ptr_line == 8  # x's pointer was formed where p was assigned
+    assert skipped == [12]  # tl.where of two arguments: no single argument, not checked
+    # the access goes through the root plus the int64 offset; the kernel's own pointer is compared
+    assert "offs__tk = pid__tk * BLOCK + _tritonkit_gpu_wide(tl.arange(0, BLOCK))" in new
+    assert "x = tl.load(_tk_root_x_ptr + p__tk, mask=_tritonkit_gpu_guard_offset(p__tk, None, _tk_hi_x_ptr" in new
+    assert "_tritonkit_gpu_guard_offset(0 + offs__tk, offs < n + 5, _tk_hi_y_ptr" in new
+    assert "_tk_g_x_ptr: tl.constexpr" in new
     # only the tensors of the launch are roots; an access through a pointer passed None cannot run
-    _, _, roots2, skipped2, _ = instrument.rewrite(src, frozenset({"x_ptr"}), 10, absent=frozenset({"y_ptr"}))
-    assert roots2 == ["x_ptr"] and skipped2 == [17, 18]  # out_ptr: not a tensor, not None: unchecked
+    _, _, roots2, skipped2, _ = _rewrite("add_kernel", {"x_ptr"}, absent=frozenset({"y_ptr"}))
+    assert roots2 == ["x_ptr"] and skipped2 == [12, 13]  # out_ptr: not a tensor, not None: unchecked
+
+
+def test_an_offset_with_a_load_inside_falls_back_to_the_addresses():
+    new, sites, _, _, _ = _rewrite("gather_kernel", {"x_ptr", "idx_ptr", "out_ptr"})
+    assert [(s.root, s.exact) for s in sites.values()] == [("idx_ptr", True), ("x_ptr", False), ("out_ptr", True)]
+    assert "tl.load(p, mask=_tritonkit_gpu_guard(p, None, _tk_hi_x_ptr" in new
+
+
+def test_a_pointer_the_loop_advances_keeps_its_offset_in_step():
+    new, sites, _, _, _ = _rewrite("loop_kernel", {"x_ptr", "out_ptr"})
+    assert all(s.exact for s in sites.values())
+    assert "p__tk = p__tk + BLOCK" in new
+
+
+def test_view_layouts():
+    big = torch.zeros(8, 64)
+    assert instrument.view_layout(big) == (512, [], True)
+    assert instrument.view_layout(big[:, :40]) == (7 * 64 + 40, [(64, 40)], True)
+    assert instrument.view_layout(big.t()) == (512, [], True)  # a permutation has no gap
+    assert instrument.view_layout(big[2:5]) == (192, [], True)
+    assert instrument.view_layout(big[:, ::2]) == (7 * 64 + 63, [(64, 63), (2, 1)], True)
+    assert instrument.view_layout(torch.zeros(4, 6, 8)[:, :3, :5]) == (3 * 48 + 2 * 8 + 5, [(48, 21), (8, 5)], True)
+    h, levels, exact = instrument.view_layout(torch.zeros(4, 6, 8)[:, :3, ::2])  # three gap levels
+    assert not exact and levels == [(48, 23), (8, 7)]
+    assert instrument.view_layout(torch.zeros(5).expand(3, 5)) == (5, [], True)  # stride 0: the row
+    assert instrument.view_layout(torch.zeros(10).as_strided((3, 4), (2, 1)))[2] is False  # overlapping
+    assert instrument.view_layout(torch.zeros(0, 4)) == (0, [], True)
 
 
 CHILD = textwrap.dedent('''
@@ -49,34 +122,83 @@ CHILD = textwrap.dedent('''
     sys.path.insert(0, sys.argv[1])
     import kernel_mod
     from tritonkit.check.gpu import instrument, device
-    inst = instrument.instrumented(kernel_mod.add_kernel, frozenset({"x_ptr", "y_ptr", "out_ptr"}))
-    x, y = torch.randn(1000), torch.randn(1000)
-    out = torch.full((1000,), 7.0)
-    rec = torch.zeros(1 + 64 * device.RECORD, dtype=torch.int64)
-    extra = {"_tk_rec": rec, "_tk_cap": 64}
-    for r, t in (("x_ptr", x), ("y_ptr", y), ("out_ptr", out)):
-        lo = t.untyped_storage().data_ptr()
-        extra["_tk_lo_" + r], extra["_tk_hi_" + r] = lo, lo + t.untyped_storage().nbytes()
-    inst.jit[(4,)](x, y, out, 1000, BLOCK=256, **extra)
-    rows = [[r[0] - device.MAGIC.value] + r[1:] for r in rec[1:1 + 7 * int(rec[0])].view(-1, 7).tolist()]
-    print(json.dumps({"count": int(rec[0]), "rows": rows, "ok": bool(torch.allclose(out, x + y)),
-                      "sites": {k: [s.line, s.access, s.root] for k, s in inst.sites.items()}}))
+
+    def run(kernel, grid, args, meta):
+        named = dict(zip(kernel.arg_names, args))
+        tensors = frozenset(k for k, v in named.items() if isinstance(v, torch.Tensor))
+        inst = instrument.instrumented(kernel, tensors)
+        rec = torch.zeros(1 + 64 * device.RECORD, dtype=torch.int64)
+        inst.jit[grid](*args, **meta, **instrument.extra_arguments(inst, named, rec, 64))
+        n = min(int(rec[0]), 64)
+        rows = rec[1:1 + n * device.RECORD].view(-1, device.RECORD).tolist()
+        return sorted([r[0] - device.MAGIC.value] + r[1:] for r in rows)
+
+    out = {}
+    x, y, o = torch.randn(1000), torch.randn(1000), torch.full((1000,), 7.0)
+    out["add"] = run(kernel_mod.add_kernel, (4,), [x, y, o, 1000], {"BLOCK": 256})
+    out["add_ok"] = bool(torch.allclose(o, x + y))
+    big = torch.randn(8, 64)
+    view, o = big[:, :40], torch.zeros(8, 64)
+    out["rows"] = run(kernel_mod.rows_kernel, (8,), [view, o, 64, 44], {"BLOCK": 64})
+    out["rows_ok"] = bool(torch.equal(o[:, :40], view) and not o[:, 40:].any())
+    x, o = torch.randn(4096), torch.zeros(64)
+    out["wrap"] = run(kernel_mod.wrap_kernel, (4,), [x, o, 2 ** 30], {"BLOCK": 16})
+    x, idx, o = torch.randn(100), torch.tensor([0, 5, 99, 100, 3, 4, -1, 2], dtype=torch.int32), torch.zeros(8)
+    out["gather"] = run(kernel_mod.gather_kernel, (1,), [x, idx, o], {"BLOCK": 8})
+    out["gather_out"] = [o[3].item(), o[6].item(), o[2].item() == x[99].item()]
+    x, o = torch.randn(64), torch.zeros(16)
+    out["loop"] = run(kernel_mod.loop_kernel, (1,), [x, o, 64, 4], {"BLOCK": 16})
+    out["loop_ok"] = bool(torch.allclose(o, torch.cat([x[2:], torch.zeros(2)]).view(4, 16).sum(0)))
+    print(json.dumps(out))
 ''')
 
 
-def test_the_guard_masks_and_records_out_of_bounds_lanes_in_the_interpreter(tmp_path):
-    (tmp_path / "kernel_mod.py").write_text(KERNEL)
-    (tmp_path / "child.py").write_text(CHILD)
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory):
+    """The records each kernel of ``KERNELS`` makes, instrumented, in Triton's interpreter."""
+    tmp = tmp_path_factory.mktemp("gpu_instrument")
+    (tmp / "kernel_mod.py").write_text(KERNELS)
+    (tmp / "child.py").write_text(CHILD)
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, str(tmp_path / "child.py"), str(tmp_path)], capture_output=True,
+    proc = subprocess.run([sys.executable, str(tmp / "child.py"), str(tmp)], capture_output=True,
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got["ok"]  # in-bounds lanes computed as without the guard
-    # program 3 of 4 (256 lanes each over 1000 elements): x load 24 lanes past the end, y load 5
-    assert sorted(r[:5] for r in got["rows"]) == [[0, 3, 0, 0, 24], [1, 3, 0, 0, 5]]
-    x_row = next(r for r in got["rows"] if r[0] == 0)
-    assert x_row[5:] == [4000, 4092]  # byte offsets of the first and last offending lane
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_guard_masks_and_records_out_of_bounds_lanes_in_the_interpreter(interpreted):
+    assert interpreted["add_ok"]  # in-bounds lanes computed as without the guard
+    # program 3 of 4 (256 lanes each over 1000 elements): x load 24 lanes past the end, y load 5;
+    # fields: site, program id, lanes, the first and last offending offset (elements), what
+    assert interpreted["add"] == [[0, 3, 0, 0, 24, 1000, 1023, 0], [1, 3, 0, 0, 5, 1000, 1004, 0]]
+
+
+def test_a_read_past_a_views_columns_is_outside_the_view(interpreted):
+    # a 40-column slice of 8x64 read with 44 columns: 4 lanes a row in the gap, not performed
+    assert interpreted["rows"] == [[0, r, 0, 0, 4, 64 * r + 40, 64 * r + 43, 0] for r in range(8)]
+    assert interpreted["rows_ok"]
+
+
+def test_int32_offsets_that_wrap_make_an_overflow_record(interpreted):
+    # row * 2**30 in int32: row 2 and 3 wrap (2**31, 3 * 2**30); row 1 is only past the end.
+    # Each wrapped program: the kernel's own (wrapped) offsets out of bounds, and the exact ones
+    assert interpreted["wrap"] == [
+        [0, 1, 0, 0, 16, 2 ** 30, 2 ** 30 + 15, 0],
+        [0, 2, 0, 0, 16, -2 ** 31, -2 ** 31 + 15, 0], [0, 2, 0, 0, 16, 2 ** 31, 2 ** 31 + 15, 1],
+        [0, 3, 0, 0, 16, -2 ** 30, -2 ** 30 + 15, 0], [0, 3, 0, 0, 16, 3 * 2 ** 30, 3 * 2 ** 30 + 15, 1]]
+
+
+def test_the_address_fallback_checks_a_gathered_pointer(interpreted):
+    # x_ptr + idx (a load inside the offset): index 100 past the end, -1 before the start
+    assert interpreted["gather"] == [[1, 0, 0, 0, 2, -1, 100, 0]]
+    assert interpreted["gather_out"] == [0.0, 0.0, True]
+
+
+def test_a_loop_advanced_pointer_is_checked_each_iteration(interpreted):
+    # the pointer starts 2 elements in, the mask does not know: the last iteration's lanes 14 and
+    # 15 reach offsets 64 and 65 of the 64-element x; they read nothing (0), the others are summed
+    assert interpreted["loop"] == [[0, 0, 0, 0, 2, 64, 65, 0]]
+    assert interpreted["loop_ok"]
 
 
 def test_the_records_file_becomes_findings(tmp_path):
@@ -84,24 +206,92 @@ def test_the_records_file_becomes_findings(tmp_path):
     t = {"name": "x_ptr", "ptr": 1 << 20, "base": 1 << 20, "nbytes": 4000, "shape": [1000], "strides": [1],
          "dtype": "float32", "itemsize": 4}
     launch = {"t": "launch", "kernel": "k", "file": "/src/k.py", "count": 2, "grid": [4, 1, 1],
-              "sites": {"0": [14, "load", "x_ptr"]}, "tensors": {"x_ptr": t},
-              "records": [[0, 3, 0, 0, 24, 4000, 4092], [0, 2, 0, 0, 1, -4, -4]], "meta": {}}
+              "sites": {"0": [14, "load", "x_ptr", 12]}, "tensors": {"x_ptr": t},
+              "records": [[0, 3, 0, 0, 24, 1000, 1023, 0], [0, 2, 0, 0, 1, 1000, 1000, 0]], "meta": {}}
     with open(path, "w") as fh:
         fh.write(json.dumps(launch) + "\n" + json.dumps({"t": "clean", "counts": {"k": 3}}) + "\n")
         fh.write(json.dumps({"t": "unchecked", "kernel": "k2", "why": "x"}) + "\n" + '{"t": "laun')
     launches, clean, unchecked = runtime.read(str(path))
     assert len(launches) == 1 and clean == {"k": 3} and unchecked[0]["kernel"] == "k2"
-    # records an unchecked access wrote over (no magic number: site -1; a program outside the grid)
+    # records an unchecked access wrote over (no magic number: site -1; a program outside the grid;
+    # an unknown kind of record)
     with open(path, "w") as fh:
-        fh.write(json.dumps(dict(launch, records=launch["records"] + [[-1, 3, 0, 0, 5, 0, 0],
-                                                                      [0, 9, 0, 0, 2, 4000, 4004]])) + "\n")
+        fh.write(json.dumps(dict(launch, records=launch["records"] + [[-1, 3, 0, 0, 5, 0, 0, 0],
+                                                                      [0, 9, 0, 0, 2, 1000, 1001, 0],
+                                                                      [0, 1, 0, 0, 2, 1000, 1001, 7]])) + "\n")
     (kept,), _, notes = runtime.read(str(path))
     assert kept["records"] == launch["records"]
-    assert [n["why"].split(" record")[0] for n in notes] == ["2"]
+    assert [n["why"].split(" record")[0] for n in notes] == ["3"]
     (f,) = runtime.to_findings(launches)
     assert (f.kind, f.line, f.arg, f.access, f.count) == ("out_of_bounds", 14, "x_ptr", "load", 25)
-    assert f.program_ids == [[2], [3]] and f.element_indices == [[-1], [1023]]
+    assert f.program_ids == [[2], [3]] and f.element_indices == [[1000], [1023]]
     assert f.reason == "past_end" and "past the end of x_ptr" in f.message
+
+
+def test_records_outside_a_view_and_of_overflow_become_their_findings():
+    # a 40-column slice (stride 64) of an 8x64 storage that starts 64 elements before the view
+    t = {"name": "x", "ptr": (1 << 20) + 256, "base": 1 << 20, "nbytes": 8 * 64 * 4, "shape": [7, 40],
+         "strides": [64, 1], "dtype": "float32", "itemsize": 4}
+    launch = {"t": "launch", "kernel": "k", "file": "/src/k.py", "count": 4, "grid": [8, 1, 1],
+              "sites": {"0": [20, "load", "x", 18]}, "tensors": {"x": t},
+              "records": [[0, 1, 0, 0, 4, 104, 107, 0], [0, 0, 0, 0, 4, -70, -67, 0],
+                          [0, 7, 0, 0, 4, 488, 491, 0], [0, 5, 0, 0, 16, 2 ** 31, 2 ** 31 + 15, 1]]}
+    got = {(f.kind, f.reason): f for f in runtime.to_findings([launch])}
+    assert set(got) == {("out_of_bounds", "outside_view"), ("out_of_bounds", "before_start"),
+                        ("out_of_bounds", "past_end"), ("int_overflow", "int32")}
+    assert got["out_of_bounds", "outside_view"].element_indices == [[104], [107]]  # a strided view: flat
+    ovf = got["int_overflow", "int32"]
+    assert ovf.line == 18 and ovf.program_ids == [[5]] and "load at k.py:20" in ovf.message
+
+
+def _sm90_ptx(fn, signature, constants, divisible, num_warps=4):
+    """The PTX Triton makes of ``fn`` for an H100 (sm_90), on this machine (no GPU needed)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in divisible}
+    src = ASTSource(fn, signature=signature, constexprs=constants, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps}).asm["ptx"]
+
+
+def test_compiled_for_an_h100_the_checked_loads_keep_their_vector_width(tmp_path):
+    """The guard's mask is computed from int64 offsets, so Triton still proves 16-byte runs of lanes:
+    a checked matmul's tiles still move by 16-byte ``cp.async`` copies, as unchecked."""
+    pytest.importorskip("triton.backends.nvidia")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "examples"))
+    os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        import importlib
+        mm = importlib.import_module("matmul")
+    finally:
+        sys.path.pop(0)
+    from triton.runtime.jit import JITFunction
+    kernel = mm._matmul_kernel
+    while not isinstance(kernel, JITFunction):
+        kernel = kernel.fn
+    meta = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8, stride_ak=1, stride_bn=1, stride_cn=1)
+    sig = {n: "*bf16" for n in ("a_ptr", "b_ptr", "c_ptr")}
+    sig.update({n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bk", "stride_cm")})
+    sig.update({n: "constexpr" for n in meta})
+    div = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm"]
+    try:
+        native = _sm90_ptx(kernel, sig, meta, div, num_warps=8)
+    except Exception as e:  # a Triton without the CUDA compiler's tools
+        pytest.skip(f"cannot compile for sm_90 here: {e}")
+    inst = instrument.instrumented(kernel, frozenset({"a_ptr", "b_ptr", "c_ptr"}))
+    sig2, meta2, div2 = dict(sig, _tk_rec="*i64", _tk_cap="i32"), dict(meta), div + ["_tk_rec"]
+    for r in inst.roots:
+        sig2[instrument.param_name("hi", r)] = "i64"
+        div2.append(instrument.param_name("hi", r))
+        for k in ("s1", "e1", "s2", "e2", "g"):
+            sig2[instrument.param_name(k, r)] = "constexpr"
+            meta2[instrument.param_name(k, r)] = 0 if k == "g" else 1
+    checked = _sm90_ptx(inst.jit, sig2, meta2, div2, num_warps=8)
+
+    def copies(ptx):
+        return len(re.findall(r"cp\.async\.cg\.shared\.global \[[^]]*\], \[[^]]*\], 0x10", ptx))
+    assert copies(native) > 0 and copies(checked) == copies(native)
+    assert "ld.global.b16" not in checked  # no load fell back to one element at a time
 
 
 def test_without_a_gpu_the_instrumented_mode_says_so(monkeypatch, capsys, tmp_path):

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -36,27 +37,55 @@ def _check(tmp_path, module, bug, *flags):
     return proc, json.loads(out.read_text())
 
 
-def _oob(report, outside_storage=False):
-    """Out-of-bounds findings by (line, argument): their program ids; with ``outside_storage`` only
-    those the GPU mode looks for (outside the argument's storage, not a gap of a strided view)."""
-    return {(f["line"], f["arg"]): {tuple(p) for p in f["program_ids"]} for f in report["findings"]
-            if f["kind"] == "out_of_bounds" and (not outside_storage or f["reason"] in ("past_end", "before_start"))}
+def _found(report):
+    """Out-of-bounds and int32-overflow findings by (kind, line, argument, reason: where an
+    out-of-bounds access falls): their program ids."""
+    return {(f["kind"], f["line"], f["arg"], f["reason"] if f["kind"] == "out_of_bounds" else ""):
+            {tuple(p) for p in f["program_ids"]} for f in report["findings"]
+            if f["kind"] in ("out_of_bounds", "int_overflow")}
+
+
+def _unchecked_lines(report):
+    return {int(n) for u in report["summary"]["gpu"]["unchecked"] if "no single tensor" in u
+            for n in re.findall(r"\b(\d+)\b", u.split("lines", 1)[1].split(" have ")[0].split(" could ")[0])}
 
 
 @pytest.mark.parametrize("module,bug", _bugs())
-def test_an_example_gives_the_cpu_checks_out_of_bounds_findings(tmp_path, module, bug):
+def test_an_example_gives_the_cpu_checks_findings(tmp_path, module, bug):
+    """Each out-of-bounds finding (past the end, before the start, outside the view) and each int32
+    overflow the CPU check makes, the instrumented kernels make on the GPU, on the same line and
+    argument with programs in common; none that the CPU check does not make."""
     proc, gpu = _check(tmp_path, module, bug, "--gpu")
     assert proc.returncode in (0, 1, 3), proc.stderr[-3000:]
     _, cpu = _check(tmp_path, module, bug)
-    got, want = _oob(gpu), _oob(cpu, outside_storage=True)
+    got, want = _found(gpu), _found(cpu)
     if bug == "none":
         assert got == {} and want == {}
         return
-    unchecked = {int(n) for u in gpu["summary"]["gpu"]["unchecked"] if "lines" in u
-                 for n in re.findall(r"\b(\d+)\b", u.split("lines", 1)[1].split(" have ")[0])}
+    unchecked = _unchecked_lines(gpu)
     for site, programs in want.items():
-        if site[0] in unchecked:  # an access the instrumented mode says it did not check
+        if site[1] in unchecked:  # an access the instrumented mode says it did not check
             continue
         assert site in got, (site, got, unchecked)
         assert programs & got[site], (site, programs, got[site])  # the first programs the CPU lists, some found
-    assert set(got) <= set(_oob(cpu))
+    assert set(got) <= set(want)
+
+
+def test_int32_offsets_past_two_billion_elements_are_found(tmp_path):
+    """The embedding kernel that computes row offsets in int32, over a bf16 table of 150000 x 16384
+    (2.46 billion elements): the overflow on the line that forms the pointer, and the wrapped load
+    before the table's start, as the CPU check reports them at small sizes."""
+    out = tmp_path / "big.json"
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "tritonkit", "check", "--gpu", "--json", str(out), "--",
+                           sys.executable, os.path.join(ROOT, "examples", "embedding.py"), "--bug", "int32_offsets",
+                           "--vocab", "150000", "--dtype", "bfloat16"], capture_output=True, text=True, env=env,
+                          timeout=900)
+    seconds = time.perf_counter() - start
+    assert out.exists(), proc.stderr[-3000:]
+    found = _found(json.loads(out.read_text()))
+    print(f"embedding int32_offsets, 150000 x 16384 bf16 under --gpu: {seconds:.1f} s, {sorted(found)}")
+    assert ("int_overflow", 81, "weight_ptr", "") in found
+    assert ("out_of_bounds", 82, "weight_ptr", "before_start") in found

@@ -1,17 +1,29 @@
-"""The device side of ``tritonkit check --gpu``: :func:`guard`, the ``@triton.jit`` helper every
-instrumented load, store and atomic calls (see :mod:`.instrument`).
+"""The device side of ``tritonkit check --gpu``: the ``@triton.jit`` helpers every instrumented load,
+store and atomic calls (see :mod:`.instrument`).
+
+Offsets here are in elements of the *root* argument (the tensor the pointer derives from), counted
+from its first element (``tensor.data_ptr()``), in int64. A lane may be performed where its offset
+``off`` lies in the root's view: ``0 <= off < hi`` (``hi``: one past the view's last element), and,
+for a view with gaps (a column slice, a step), ``(off % s1) < e1`` and ``((off % s1) % s2) < e2``
+for the view's ``G`` gap levels (see :func:`tritonkit.check.gpu.instrument.view_layout`).
 
 The record buffer is an int64 tensor: element 0 counts the records made (it may exceed the
-capacity: the excess is counted, not kept), then ``RECORD`` int64 fields per record: the access
-site, the program id (x, y, z), the number of offending lanes, and the smallest and largest byte
-offset among them from the start of the argument's storage (``lo``). The site field carries
-:data:`MAGIC` added, so that a record an unchecked access overwrote can be told apart.
+capacity: the excess is counted, not kept), then :data:`RECORD` int64 fields per record: the access
+site, the program id (x, y, z), the number of offending lanes, the smallest and largest offending
+offset (elements from the root's first element), and what was found (:data:`OUT_OF_BOUNDS` or
+:data:`OVERFLOW`). The site field carries :data:`MAGIC` added, so that a record an unchecked access
+overwrote can be told apart.
 """
 import triton
 import triton.language as tl
 
 #: int64 fields per record (after the counter)
-RECORD = 7
+RECORD = 8
+#: a record's last field: the lanes' addresses fall outside the root's view
+OUT_OF_BOUNDS = 0
+#: a record's last field: the lanes' offsets, computed again in int64, differ from the kernel's own
+#: (int32 arithmetic wrapped); the offsets recorded are the exact ones
+OVERFLOW = 1
 _FAR = tl.constexpr(1 << 62)
 #: added to a record's site number: a record without it was not made by the guard (an unchecked
 #: access of the kernel wrote over the buffer)
@@ -19,28 +31,43 @@ MAGIC = tl.constexpr(0x7E57 << 32)
 
 
 @triton.jit
-def guard(ptr, mask, lo, hi, rec, cap, site: tl.constexpr):
-    """The mask of ``ptr``'s lanes that may be performed: ``mask`` (None: every lane) and inside
-    ``[lo, hi)`` bytes (the storage of the argument the pointer derives from). Where some active
-    lane is outside, one record is made in ``rec`` (see the module) for this program and ``site``."""
-    addr = ptr.to(tl.int64)
-    nbytes: tl.constexpr = ptr.dtype.element_ty.primitive_bitwidth // 8
-    inb = (addr >= lo) & (addr + nbytes <= hi)
-    if mask is None:
-        bad = inb == 0
-        ok = inb
+def wide(x):
+    """``x`` in int64 where it is an integer tensor of fewer bits; anything else as it is (pointers,
+    floats, int64, compile-time constants)."""
+    if not isinstance(x, tl.tensor):
+        return x
+    elif x.dtype.is_int() and x.dtype.primitive_bitwidth < 64:
+        return x.to(tl.int64)
     else:
-        bad = mask & (inb == 0)
-        ok = mask & inb
-    flat_bad = bad.to(tl.int32) + tl.zeros((1,), tl.int32)
-    n = tl.sum(flat_bad)
+        return x
+
+
+@triton.jit
+def inside(off, hi, s1, e1, s2, e2, G: tl.constexpr):
+    """Whether each offset (elements, int64) is an element of the view: ``0 <= off < hi`` and inside
+    its first ``G`` (0-2) gap levels ``(s1, e1)``, ``(s2, e2)``."""
+    inb = (off >= 0) & (off < hi)
+    if G >= 1:
+        r = off % s1
+        inb = inb & (r < e1)
+        if G >= 2:
+            inb = inb & ((r % s2) < e2)
+    return inb
+
+
+@triton.jit
+def _record(rec, cap, site: tl.constexpr, flags, values, what: tl.constexpr):
+    """One record of this program's lanes where ``flags`` is set (their count, the smallest and
+    largest of ``values`` among them), made when there is one."""
+    flat = flags.to(tl.int32) + tl.zeros((1,), tl.int32)
+    n = tl.sum(flat)
     if n > 0:
-        rel = addr - lo + tl.zeros((1,), tl.int64)
-        lowest = tl.min(tl.where(flat_bad != 0, rel, _FAR))
-        highest = tl.max(tl.where(flat_bad != 0, rel, -_FAR))
+        vals = values + tl.zeros((1,), tl.int64)
+        lowest = tl.min(tl.where(flat != 0, vals, _FAR))
+        highest = tl.max(tl.where(flat != 0, vals, -_FAR))
         slot = tl.atomic_add(rec, 1)
         if slot < cap:
-            at = rec + 1 + slot * 7
+            at = rec + 1 + slot * 8
             tl.store(at, site + MAGIC)
             tl.store(at + 1, tl.program_id(0))
             tl.store(at + 2, tl.program_id(1))
@@ -48,4 +75,56 @@ def guard(ptr, mask, lo, hi, rec, cap, site: tl.constexpr):
             tl.store(at + 4, n)
             tl.store(at + 5, lowest)
             tl.store(at + 6, highest)
+            tl.store(at + 7, what)
+
+
+@triton.jit
+def guard_offset(off, mask, hi, s1, e1, s2, e2, ptr, root, rec, cap, site: tl.constexpr, G: tl.constexpr):
+    """The mask of the lanes of an access made through ``root + off`` that may be performed:
+    ``mask`` (None: every lane) and inside the root's view (see the module). ``off`` is the access's
+    offset computed again in int64 by the rewritten kernel; ``ptr`` is the pointer the kernel
+    computed itself. The fast path is one block reduction: where an active lane is outside the view
+    or ``ptr`` is not ``root + off`` (int32 arithmetic wrapped), records are made of the lanes
+    outside the view at the kernel's own address (:data:`OUT_OF_BOUNDS`) and of the lanes whose
+    offset wrapped (:data:`OVERFLOW`). The mask's shape of lanes keeps the axis properties of
+    ``off`` (contiguity, divisibility), so the access keeps its vector width."""
+    inb = inside(off, hi, s1, e1, s2, e2, G)
+    if mask is None:
+        ok = inb
+        active = off == off
+    else:
+        ok = mask & inb
+        active = mask & (off == off)
+    esz: tl.constexpr = root.dtype.element_ty.primitive_bitwidth // 8
+    base = root.to(tl.int64)
+    native = ptr.to(tl.int64)
+    wrapped = native != base + off * esz
+    flag = active & ((inb == 0) | wrapped)
+    n = tl.sum(flag.to(tl.int32) + tl.zeros((1,), tl.int32))
+    if n > 0:
+        diff = native - base
+        own = tl.where(diff >= 0, diff // esz, -((esz - 1 - diff) // esz))  # floor division
+        _record(rec, cap, site, active & (inside(own, hi, s1, e1, s2, e2, G) == 0), own, 0)
+        _record(rec, cap, site, active & wrapped, off, 1)
+    return ok
+
+
+@triton.jit
+def guard(ptr, mask, hi, s1, e1, s2, e2, root, rec, cap, site: tl.constexpr, G: tl.constexpr):
+    """The mask of ``ptr``'s lanes that may be performed: ``mask`` (None: every lane) and inside the
+    view of the tensor ``root`` points to (see the module), from the addresses themselves. Used
+    where the rewrite could not compute the access's offset again (the lanes' mask then loses its
+    vector width). Where some active lane is outside, one :data:`OUT_OF_BOUNDS` record is made."""
+    esz: tl.constexpr = root.dtype.element_ty.primitive_bitwidth // 8
+    nbytes: tl.constexpr = ptr.dtype.element_ty.primitive_bitwidth // 8
+    diff = ptr.to(tl.int64) - root.to(tl.int64)
+    own = tl.where(diff >= 0, diff // esz, -((esz - 1 - diff) // esz))
+    inb = inside(own, hi, s1, e1, s2, e2, G) & (diff + nbytes <= hi * esz)
+    if mask is None:
+        ok = inb
+        bad = inb == 0
+    else:
+        ok = mask & inb
+        bad = mask & (inb == 0)
+    _record(rec, cap, site, bad, own, 0)
     return ok

@@ -50,11 +50,13 @@ def wait(proc) -> int:
             continue
 
 
-def make_report(target, code: int, findings: list, records: list, gpu: Dict, counted: Optional[Dict[str, int]] = None):
+def make_report(target, code: int, findings: list, records: list, gpu: Dict, counted: Optional[Dict[str, int]] = None,
+                kinds: Optional[List[str]] = None):
     """The :class:`~tritonkit.check.CheckReport` of a GPU run of ``target`` (a
     :class:`~tritonkit.cli._target.Target`) that exited with ``code``: its ``findings``, the
     :class:`~tritonkit.check.results.LaunchRecord` kept (``records``), more launches per kernel
-    ``counted`` but not kept (a native run may make millions), and the summary's ``gpu`` entry.
+    ``counted`` but not kept (a native run may make millions), the summary's ``gpu`` entry, and the
+    kinds of finding the mode checks (``kinds``; None: out of bounds only).
     No interpreter ran: the summary's ``engine`` is None."""
     from ..._version import __version__
     from ..checks.bounds import BoundsCheck
@@ -69,7 +71,7 @@ def make_report(target, code: int, findings: list, records: list, gpu: Dict, cou
         by_name[name].launches += n
     for k in kernels:
         k.findings = sum(f.kernel == k.name for f in findings)
-    summary = summarize(records, findings, [BoundsCheck.kind], "gpu")
+    summary = summarize(records, findings, kinds or [BoundsCheck.kind], "gpu")
     summary["launches"] = len(records) + sum((counted or {}).values())
     summary["engine"] = None
     summary["gpu"] = gpu

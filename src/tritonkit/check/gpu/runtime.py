@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import json
 import linecache
+import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -87,6 +88,10 @@ def install(path: str) -> None:
             except Exception as e:  # the launch still runs, unchecked, and the report says so
                 inst = False
                 unchecked(self, f"its source could not be instrumented ({type(e).__name__}: {e})")
+            if inst and inst.no_overflow:
+                unchecked(self, f"the offsets of the accesses at lines {', '.join(str(n) for n in inst.no_overflow)} "
+                                "could not be computed again in int64 (a load or a pointer cast inside them): their "
+                                "bounds are checked from the addresses, their int32 overflow is not checked")
             if inst and inst.skipped:
                 unchecked(self, f"the accesses at lines {', '.join(str(n) for n in sorted(set(inst.skipped)))} "
                                 "have no single tensor argument their pointer derives from (block pointers, tensor "
@@ -98,11 +103,13 @@ def install(path: str) -> None:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         first = named[next(iter(sorted(tensors)))]
         rec = torch.zeros(1 + CAPACITY * device.RECORD, dtype=torch.int64, device=first.device)
-        extra: Dict[str, Any] = {"_tk_rec": rec, "_tk_cap": CAPACITY}
-        for root in inst.roots:
-            st = named[root].untyped_storage()
-            extra[f"_tk_lo_{root}"] = int(st.data_ptr())
-            extra[f"_tk_hi_{root}"] = int(st.data_ptr()) + int(st.nbytes())
+        from .instrument import extra_arguments, view_layout
+        extra = extra_arguments(inst, named, rec, CAPACITY)
+        partial = [r for r in inst.roots if not view_layout(named[r])[2]]
+        if partial:
+            unchecked(self, f"the views of {', '.join(partial)} have more gaps than the check tells apart (or "
+                            "overlapping elements): accesses through them are checked against the view's extent "
+                            "and outer gaps only")
         out = original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
         count = int(rec[0].item())
         if count:
@@ -111,7 +118,7 @@ def install(path: str) -> None:
             rows = [[r[0] - magic] + r[1:] if r[0] >> 32 == magic >> 32 else [-1] + r[1:] for r in rows]
             meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
             write({"t": "launch", "kernel": self.__name__, "file": inst.file, "count": count,
-                   "sites": {str(k): [s.line, s.access, s.root] for k, s in inst.sites.items()},
+                   "sites": {str(k): [s.line, s.access, s.root, s.ptr_line] for k, s in inst.sites.items()},
                    "tensors": {r: describe_tensor(r, named[r]) for r in inst.roots}, "records": rows, "meta": meta,
                    "grid": launch_grid(grid, named)})
         else:
@@ -179,19 +186,46 @@ def read(path: str) -> Tuple[List[dict], Dict[str, int], List[dict]]:
 def _valid(row, rec: dict) -> bool:
     """Whether a record can be one the guard made (its site field carries the magic number; the
     rows read back have it taken off: see :func:`install`): a known site, a program inside the
-    grid, at least one offending lane."""
+    grid, at least one offending lane, a known kind of record."""
     if not isinstance(row, list) or len(row) != device.RECORD or str(row[0]) not in (rec.get("sites") or {}):
         return False
     grid = rec.get("grid")
     if grid and not all(0 <= int(p) < int(g) for p, g in zip(row[1:4], grid)):
         return False
-    return int(row[4]) >= 1
+    return int(row[4]) >= 1 and int(row[7]) in (device.OUT_OF_BOUNDS, device.OVERFLOW)
+
+
+_WHERE = {"past_end": "past the end of", "before_start": "before the start of",
+          "outside_view": "outside the view of"}
+_HINTS = {"past_end": "the access needs a mask that keeps its lanes inside the tensor (offsets < n), or a smaller grid",
+          "before_start": "negative offsets: check the index arithmetic (pid/offset minus something) or mask i >= 0",
+          "outside_view": "the address is inside the tensor's storage but not one of this view's elements: use the "
+                          "view's own strides (x.stride(0)), not those of the tensor it was sliced from",
+          "overflow": "compute offsets in 64 bits: cast the program id or the index first, e.g. pid.to(tl.int64) * "
+                      "stride, or annotate the argument (stride: tl.int64)"}
+
+
+def _reason(t: Optional[dict], lowest: int, highest: int) -> str:
+    """Where offending offsets (elements from the view's first element) fall: before the start of the
+    tensor's storage, past its end, or inside it but outside the view."""
+    if t is None:
+        return "past_end" if highest >= 0 else "before_start"
+    size = max(1, int(t["itemsize"]))
+    start = (int(t["base"]) - int(t["ptr"])) // size
+    end = (int(t["base"]) + int(t["nbytes"]) - int(t["ptr"])) // size
+    if lowest < start:
+        return "before_start"
+    if highest >= end:
+        return "past_end"
+    return "outside_view"
 
 
 def to_findings(launches: List[dict]):
-    """The records of the launches folded into out-of-bounds findings, one per kernel line,
-    access and argument, in the order they were first recorded."""
+    """The records of the launches folded into findings, in the order they were first recorded:
+    ``out_of_bounds`` ones per kernel line, access, argument and reason (outside the storage or only
+    outside the view), ``int_overflow`` ones per line where the access's pointer was formed."""
     from ..checks.bounds import BoundsCheck
+    from ..checks.overflow import OverflowCheck
     from ..findings import Finding
     folds: Dict[tuple, dict] = {}
     for rec in launches:
@@ -200,46 +234,49 @@ def to_findings(launches: List[dict]):
             site = sites.get(str(row[0]))
             if site is None:
                 continue
-            line, access, root = site
+            line, access, root = site[:3]
             t = tensors.get(root)
-            key = (rec.get("kernel"), rec.get("file"), line, access, root)
+            lowest, highest = int(row[5]), int(row[6])
+            if int(row[7]) == device.OVERFLOW:
+                key = (rec.get("kernel"), rec.get("file"), int(site[3]) if len(site) > 3 else line, access, root,
+                       "overflow", line)
+            else:
+                key = (rec.get("kernel"), rec.get("file"), line, access, root, _reason(t, lowest, highest), line)
             f = folds.setdefault(key, {"rec": rec, "t": t, "count": 0, "seen": set(),
-                                       "lo": None, "hi": None, "launches": set(), "past": 0, "before": 0})
+                                       "lo": None, "hi": None, "launches": set()})
             f["count"] += int(row[4])
             f["launches"].add(id(rec))
-            pid = tuple(program_id(row[1:4], rec.get("grid")))
-            f["seen"].add(pid)
-            if t is not None:
-                size = max(1, int(t["itemsize"]))
-                lo = (int(t["base"]) + int(row[5]) - int(t["ptr"])) // size
-                hi = (int(t["base"]) + int(row[6]) - int(t["ptr"])) // size
-                f["lo"] = lo if f["lo"] is None else min(f["lo"], lo)
-                f["hi"] = hi if f["hi"] is None else max(f["hi"], hi)
-                if int(row[5]) < 0:
-                    f["before"] += 1
-                else:
-                    f["past"] += 1
+            f["seen"].add(tuple(program_id(row[1:4], rec.get("grid"))))
+            f["lo"] = lowest if f["lo"] is None else min(f["lo"], lowest)
+            f["hi"] = highest if f["hi"] is None else max(f["hi"], highest)
     out = []
-    for (kernel, file, line, access, root), f in folds.items():
+    for (kernel, file, line, access, root, reason, at), f in folds.items():
         t = f["t"]
-        f["programs"] = [list(p) for p in sorted(f["seen"])]  # the order the CPU check runs programs in
-        reason = "before_start" if f["before"] > f["past"] else "past_end"
+        programs = [list(p) for p in sorted(f["seen"])]  # the order the CPU check runs programs in
         shape = "x".join(str(s) for s in (t or {}).get("shape", []))
-        where = "past the end of" if reason == "past_end" else "before the start of"
-        elements = "" if f["lo"] is None else (f"{root}[{f['lo']}]" if f["lo"] == f["hi"]
-                                               else f"{root}[{f['lo']}:{f['hi'] + 1}] (flat, the range)")
+        elements = f"{root}[{f['lo']}]" if f["lo"] == f["hi"] else f"{root}[{f['lo']}:{f['hi'] + 1}] (flat, the range)"
+        common = dict(kernel=str(kernel), file=str(file), line=int(line),
+                      source=linecache.getline(str(file), int(line)).strip(), arg=root,
+                      tensor={"shape": t["shape"], "dtype": t["dtype"], "strides": t["strides"]} if t else None,
+                      access=access, count=f["count"], program_ids=programs[:8], num_programs=len(programs),
+                      occurrences=f["count"], launches=len(f["launches"]), hint=_HINTS[reason])
+        if reason == "overflow":
+            out.append(Finding(
+                kind=OverflowCheck.kind, reason="int32", elements="", element_indices=[],
+                message=f"int32 offset arithmetic overflows: computed in int64, the {access} at "
+                        f"{os.path.basename(str(file))}:{at} reaches {elements} of {root} ({shape} "
+                        f"{(t or {}).get('dtype', '')}), which the kernel's own int32 offsets wrapped: {f['count']} "
+                        f"lanes in {len(programs)} program(s), checked on the GPU",
+                facts=[["feeds", f"the {access} at {os.path.basename(str(file))}:{at}"],
+                       ["found by", "the instrumented kernel on the GPU (offsets computed again in int64)"]],
+                **common))
+            continue
         out.append(Finding(
-            kind=BoundsCheck.kind, kernel=str(kernel), file=str(file), line=int(line),
-            source=linecache.getline(str(file), int(line)).strip(), arg=root,
-            tensor={"shape": t["shape"], "dtype": t["dtype"], "strides": t["strides"]} if t else None,
-            access=access, count=f["count"], program_ids=f["programs"][:8], num_programs=len(f["programs"]),
-            elements=elements, reason=reason,
-            element_indices=[element_index(t, f["lo"]), element_index(t, f["hi"])] if t and f["lo"] is not None
-            else [], occurrences=f["count"], launches=len(f["launches"]),
-            message=f"{access} {where} {root} ({shape} {(t or {}).get('dtype', '')}): {f['count']} lanes in "
-                    f"{len(f['programs'])} program(s), checked on the GPU",
-            facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]],
-            hint="the access needs a mask that keeps its lanes inside the tensor (offsets < n), or a smaller grid"))
+            kind=BoundsCheck.kind, elements=elements, reason=reason,
+            element_indices=[element_index(t, f["lo"]), element_index(t, f["hi"])] if t else [],
+            message=f"{access} {_WHERE[reason]} {root} ({shape} {(t or {}).get('dtype', '')}): {f['count']} lanes in "
+                    f"{len(programs)} program(s), checked on the GPU",
+            facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]], **common))
     return out
 
 
@@ -252,6 +289,7 @@ def report(target) -> Tuple[Any, int]:
     import sys
     import tempfile
 
+    from ..checks.bounds import BoundsCheck
     from ..results import LaunchRecord
     work = tempfile.mkdtemp(prefix="tritonkit-gpu-")
     try:
@@ -269,4 +307,6 @@ def report(target) -> Tuple[Any, int]:
                for rec in launches]
     gpu = {"mode": "instrumented", "unchecked": [f"{u.get('kernel')}: {u.get('why')}" for u in unchecked],
            "races": "data races: not checked in this mode: the CPU check finds them"}
-    return make_report(target, code, findings, records, gpu, counted=clean), code
+    from ..checks.overflow import OverflowCheck
+    return make_report(target, code, findings, records, gpu, counted=clean,
+                       kinds=[BoundsCheck.kind, OverflowCheck.kind]), code
