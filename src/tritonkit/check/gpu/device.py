@@ -11,7 +11,7 @@ The record buffer is an int64 tensor: element 0 counts the records made (it may 
 capacity: the excess is counted, not kept), then :data:`RECORD` int64 fields per record: the access
 site, the program id (x, y, z), the number of offending lanes, the smallest and largest offending
 offset (elements from the root's first element), and what was found (:data:`OUT_OF_BOUNDS` or
-:data:`OVERFLOW`). The site field carries :data:`MAGIC` added, so that a record an unchecked access
+:data:`OVERFLOW`; an overflow record's offsets are the kernel's own, wrapped). The site field carries :data:`MAGIC` added, so that a record an unchecked access
 overwrote can be told apart.
 """
 import triton
@@ -21,10 +21,13 @@ import triton.language as tl
 RECORD = 8
 #: a record's last field: the lanes' addresses fall outside the root's view
 OUT_OF_BOUNDS = 0
-#: a record's last field: the lanes' offsets, computed again in int64, differ from the kernel's own
-#: (int32 arithmetic wrapped); the offsets recorded are the exact ones
+#: a record's last field: an int32 term of the lanes' offsets wrapped (computed again in int64, it does
+#: not fit); the offsets recorded are the kernel's own (wrapped) ones
 OVERFLOW = 1
 _FAR = tl.constexpr(1 << 62)
+#: added to an offset term that wrapped (:func:`term`): such a lane is outside every view, and its
+#: exact offset is ``off - k * POISON`` (``k``: the number of wrapped terms, a few at most)
+POISON = tl.constexpr(1 << 52)
 #: added to a record's site number: a record without it was not made by the guard (an unchecked
 #: access of the kernel wrote over the buffer)
 MAGIC = tl.constexpr(0x7E57 << 32)
@@ -79,15 +82,38 @@ def _record(rec, cap, site: tl.constexpr, flags, values, what: tl.constexpr):
 
 
 @triton.jit
-def guard_offset(off, mask, hi, s1, e1, s2, e2, ptr, root, rec, cap, site: tl.constexpr, G: tl.constexpr):
+def term(native, exact):
+    """The offset term ``exact`` (an integer added to a pointer, computed in int64) as the access
+    uses it: itself where the kernel's own term ``native`` is an int64 (or a constant), or where
+    it fits ``native``'s integer type; else itself plus :data:`POISON`, which puts the lane outside
+    every view (it is not performed) and tells the guard that it wrapped.
+    ``native`` is read for its type only (its computation is left to the compiler to drop)."""
+    if not isinstance(native, tl.tensor):
+        return exact
+    elif native.dtype.is_int() and native.dtype.primitive_bitwidth < 64:
+        bits: tl.constexpr = native.dtype.primitive_bitwidth
+        if native.dtype.is_int_signed():
+            wraps = (exact < -(1 << (bits - 1))) | (exact >= (1 << (bits - 1)))
+        else:
+            wraps = (exact < 0) | (exact >= (1 << bits))
+        # arithmetic, not tl.where: Triton's axis analysis keeps exact's divisibility through it
+        return exact + wraps.to(tl.int64) * POISON
+    else:
+        return exact
+
+
+@triton.jit
+def guard_offset(off, mask, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G: tl.constexpr):
     """The mask of the lanes of an access made through ``root + off`` that may be performed:
     ``mask`` (None: every lane) and inside the root's view (see the module). ``off`` is the access's
-    offset computed again in int64 by the rewritten kernel; ``ptr`` is the pointer the kernel
-    computed itself. The fast path is one block reduction: where an active lane is outside the view
-    or ``ptr`` is not ``root + off`` (int32 arithmetic wrapped), records are made of the lanes
-    outside the view at the kernel's own address (:data:`OUT_OF_BOUNDS`) and of the lanes whose
-    offset wrapped (:data:`OVERFLOW`). The mask's shape of lanes keeps the axis properties of
-    ``off`` (contiguity, divisibility), so the access keeps its vector width."""
+    offset computed again in int64 by the rewritten kernel, with :data:`POISON` added once for each
+    of its terms that wrapped in the kernel's own arithmetic (see :func:`term`). The fast path is the
+    comparison and one block reduction; the mask keeps the axis properties of ``off`` (contiguity,
+    divisibility), so the access keeps its vector width. Where an active lane is outside, records
+    are made of the lanes outside the view at the kernel's own offset (:data:`OUT_OF_BOUNDS`) and of
+    the lanes whose offset wrapped (:data:`OVERFLOW`), with the kernel's own offsets: for a lane
+    that wrapped, its exact offset wrapped to int32, which is the kernel's where its offset's terms
+    are int32 (a sum of int32 terms wraps as its terms do, short of crossing the range again)."""
     inb = inside(off, hi, s1, e1, s2, e2, G)
     if mask is None:
         ok = inb
@@ -95,17 +121,14 @@ def guard_offset(off, mask, hi, s1, e1, s2, e2, ptr, root, rec, cap, site: tl.co
     else:
         ok = mask & inb
         active = mask & (off == off)
-    esz: tl.constexpr = root.dtype.element_ty.primitive_bitwidth // 8
-    base = root.to(tl.int64)
-    native = ptr.to(tl.int64)
-    wrapped = native != base + off * esz
-    flag = active & ((inb == 0) | wrapped)
+    flag = active & (inb == 0)
     n = tl.sum(flag.to(tl.int32) + tl.zeros((1,), tl.int32))
     if n > 0:
-        diff = native - base
-        own = tl.where(diff >= 0, diff // esz, -((esz - 1 - diff) // esz))  # floor division
+        k = (off + (POISON // 2)) >> 52
+        exact = off - (k << 52)
+        own = tl.where(k != 0, exact.to(tl.int32).to(tl.int64), exact)  # wrapped as int32 terms wrap
         _record(rec, cap, site, active & (inside(own, hi, s1, e1, s2, e2, G) == 0), own, 0)
-        _record(rec, cap, site, active & wrapped, off, 1)
+        _record(rec, cap, site, active & (k != 0), own, 1)
     return ok
 
 

@@ -52,6 +52,7 @@ _KIND = {"load": "load", "store": "store"}
 GUARD = "_tritonkit_gpu_guard"  # the names the helpers have in the kernel's module globals
 GUARD_OFFSET = "_tritonkit_gpu_guard_offset"
 WIDE = "_tritonkit_gpu_wide"
+TERM = "_tritonkit_gpu_term"
 REC, CAP = "_tk_rec", "_tk_cap"
 SHADOW = "__tk"
 #: calls whose value is a function of their arguments alone: computed again inside a shadow
@@ -191,6 +192,11 @@ def _names(node) -> Set[str]:
 
 def _wide(node) -> ast.Call:
     return ast.Call(func=ast.Name(id=WIDE, ctx=ast.Load()), args=[node], keywords=[])
+
+
+def _term(native, exact) -> ast.Call:
+    """``term(native, exact)`` (:func:`.device.term`): an offset term checked against its own width."""
+    return ast.Call(func=ast.Name(id=TERM, ctx=ast.Load()), args=[copy.deepcopy(native), exact], keywords=[])
 
 
 _CONFLICT = ("conflict",)
@@ -357,6 +363,11 @@ class _Shadows:
             left, right = self.shadow(node.left), self.shadow(node.right)
             if left is None or right is None:
                 return None
+            kl, kr = self.kind(node.left), self.kind(node.right)
+            if kl[0] == "ptr" and kr == _INT and not isinstance(node.right, ast.Constant):
+                right = _term(node.right, right)  # an integer added to a pointer: its own width checked
+            elif kr[0] == "ptr" and kl == _INT and not isinstance(node.left, ast.Constant):
+                left = _term(node.left, left)
             return ast.BinOp(left=left, op=copy.deepcopy(node.op), right=right)
         if isinstance(node, ast.UnaryOp):
             operand = self.shadow(node.operand)
@@ -485,7 +496,7 @@ class _Rewriter(ast.NodeTransformer):
         base = ast.Name(id=root_copy(root), ctx=ast.Load())
         if exact:
             guarded = ast.Call(func=ast.Name(id=GUARD_OFFSET, ctx=ast.Load()),
-                               args=[off, mask_arg, *view, node.args[0] if node.args else ptr, base, *tail],
+                               args=[off, mask_arg, *view, *tail],
                                keywords=[])
             new_ptr = ast.BinOp(left=base, op=ast.Add(), right=copy.deepcopy(off))
             if node.args:
@@ -619,7 +630,8 @@ def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = froze
             fh.write(source + "\n")
         os.replace(tmp, path)
     namespace = fn.__globals__  # the kernel's own globals, live: the helpers are added under private names
-    namespace[GUARD], namespace[GUARD_OFFSET], namespace[WIDE] = device.guard, device.guard_offset, device.wide
+    namespace[GUARD], namespace[GUARD_OFFSET] = device.guard, device.guard_offset
+    namespace[WIDE], namespace[TERM] = device.wide, device.term
     code = compile(source + "\n", path, "exec")
     local: dict = {}
     exec(code, namespace, local)
