@@ -124,31 +124,41 @@ CHILD = textwrap.dedent('''
     import kernel_mod
     from tritonkit.check.gpu import instrument, device
 
+    from tritonkit.check.gpu.runtime import take_records
+    rec = torch.zeros(device.HEADER + 64 * device.RECORD, dtype=torch.int64)
+
     def run(kernel, grid, args, meta):
+        """As the runtime launches: the records, and a replay where counted sites offended."""
         named = dict(zip(kernel.arg_names, args))
         tensors = frozenset(k for k, v in named.items() if isinstance(v, torch.Tensor))
         inst = instrument.instrumented(kernel, tensors)
-        rec = torch.zeros(1 + 64 * device.RECORD, dtype=torch.int64)
         inst.jit[grid](*args, **meta, **instrument.extra_arguments(inst, named, rec, 64))
-        n = min(int(rec[0]), 64)
-        rows = rec[1:1 + n * device.RECORD].view(-1, device.RECORD).tolist()
-        return sorted([r[0] - device.MAGIC.value] + r[1:] for r in rows)
+        _, rows, counted = take_records(rec, 64)
+        if counted:
+            before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            inst.jit[grid](*args, **meta, **instrument.extra_arguments(inst, named, rec, 64, replay=True))
+            _, again, _ = take_records(rec, 64)
+            rows += again
+            assert all(not isinstance(a, torch.Tensor) or torch.equal(a, b) for a, b in zip(args, before))
+        assert not rec.any()  # zeroed for the next launch
+        return sorted(rows), {str(k): n for k, n in counted.items()}
 
     out = {}
     x, y, o = torch.randn(1000), torch.randn(1000), torch.full((1000,), 7.0)
-    out["add"] = run(kernel_mod.add_kernel, (4,), [x, y, o, 1000], {"BLOCK": 256})
+    out["add"], out["add_counted"] = run(kernel_mod.add_kernel, (4,), [x, y, o, 1000], {"BLOCK": 256})
     out["add_ok"] = bool(torch.allclose(o, x + y))
     big = torch.randn(8, 64)
     view, o = big[:, :40], torch.zeros(8, 64)
-    out["rows"] = run(kernel_mod.rows_kernel, (8,), [view, o, 64, 44], {"BLOCK": 64})
+    out["rows"], out["rows_counted"] = run(kernel_mod.rows_kernel, (8,), [view, o, 64, 44], {"BLOCK": 64})
     out["rows_ok"] = bool(torch.equal(o[:, :40], view) and not o[:, 40:].any())
     x, o = torch.randn(4096), torch.zeros(64)
-    out["wrap"] = run(kernel_mod.wrap_kernel, (4,), [x, o, 2 ** 30], {"BLOCK": 16})
+    out["wrap"], out["wrap_counted"] = run(kernel_mod.wrap_kernel, (4,), [x, o, 2 ** 30], {"BLOCK": 16})
     x, idx, o = torch.randn(100), torch.tensor([0, 5, 99, 100, 3, 4, -1, 2], dtype=torch.int32), torch.zeros(8)
-    out["gather"] = run(kernel_mod.gather_kernel, (1,), [x, idx, o], {"BLOCK": 8})
+    out["gather"], out["gather_counted"] = run(kernel_mod.gather_kernel, (1,), [x, idx, o], {"BLOCK": 8})
     out["gather_out"] = [o[3].item(), o[6].item(), o[2].item() == x[99].item()]
     x, o = torch.randn(64), torch.zeros(16)
-    out["loop"] = run(kernel_mod.loop_kernel, (1,), [x, o, 64], {"K": 4, "BLOCK": 16})  # Triton 3.6 interprets range() of a constant only
+    # K a constant: Triton 3.6's interpreter runs range() of a constant only
+    out["loop"], out["loop_counted"] = run(kernel_mod.loop_kernel, (1,), [x, o, 64], {"K": 4, "BLOCK": 16})
     out["loop_ok"] = bool(torch.allclose(o, torch.cat([x[2:], torch.zeros(2)]).view(4, 16).sum(0)))
     print(json.dumps(out))
 ''')
@@ -182,12 +192,11 @@ def test_a_read_past_a_views_columns_is_outside_the_view(interpreted):
 
 def test_int32_offsets_that_wrap_make_an_overflow_record(interpreted):
     # row * 2**30 in int32: row 2 and 3 wrap (2**31, 3 * 2**30); row 1 is only past the end.
-    # Each wrapped program: its lanes out of bounds at the kernel's own (wrapped) offsets, as the CPU
-    # check reports them, and an overflow record with the same offsets
+    # A wrapped program's record has the kernel's own (wrapped) offsets and says that they wrapped
     assert interpreted["wrap"] == [
         [0, 1, 0, 0, 16, 2 ** 30, 2 ** 30 + 15, 0],
-        [0, 2, 0, 0, 16, -2 ** 31, -2 ** 31 + 15, 0], [0, 2, 0, 0, 16, -2 ** 31, -2 ** 31 + 15, 1],
-        [0, 3, 0, 0, 16, -2 ** 30, -2 ** 30 + 15, 0], [0, 3, 0, 0, 16, -2 ** 30, -2 ** 30 + 15, 1]]
+        [0, 2, 0, 0, 16, -2 ** 31, -2 ** 31 + 15, 1],
+        [0, 3, 0, 0, 16, -2 ** 30, -2 ** 30 + 15, 1]]
 
 
 def test_the_address_fallback_checks_a_gathered_pointer(interpreted):
@@ -200,7 +209,8 @@ def test_a_loop_advanced_pointer_is_checked_each_iteration(interpreted):
     # the pointer starts 2 elements in, the mask does not know: the last iteration's lanes 14 and
     # 15 reach offsets 64 and 65 of the 64-element x; they read nothing (0), the others are summed
     assert interpreted["loop"] == [[0, 0, 0, 0, 2, 64, 65, 0]]
-    assert interpreted["loop_ok"]
+    assert interpreted["loop_counted"] == {"0": 2}  # counted in the loop; the replay made the record
+    assert interpreted["loop_ok"]  # the replay wrote nothing (the child checks every argument)
 
 
 def test_the_records_file_becomes_findings(tmp_path):
@@ -244,6 +254,13 @@ def test_records_outside_a_view_and_of_overflow_become_their_findings():
     assert got["out_of_bounds", "outside_view"].element_indices == [[104], [107]]  # a strided view: flat
     ovf = got["int_overflow", "int32"]
     assert ovf.line == 18 and ovf.program_ids == [[5]] and "load at k.py:20" in ovf.message
+    # lanes whose offsets wrapped to elements of the view: the overflow alone (the CPU check reads
+    # the wrapped element without complaint); wrapped outside it: the out-of-bounds access as well
+    inside = dict(launch, records=[[0, 6, 0, 0, 3, 10, 12, 1]])
+    assert [(f.kind, f.program_ids) for f in runtime.to_findings([inside])] == [("int_overflow", [[6]])]
+    outside = dict(launch, records=[[0, 6, 0, 0, 3, -2 ** 31, -2 ** 31 + 2, 1]])
+    assert sorted((f.kind, f.reason) for f in runtime.to_findings([outside])) == [
+        ("int_overflow", "int32"), ("out_of_bounds", "before_start")]
 
 
 def _sm90_ptx(fn, signature, constants, divisible, num_warps=4):
@@ -283,7 +300,8 @@ def test_compiled_for_an_h100_the_checked_loads_keep_their_vector_width(tmp_path
     except Exception as e:  # a Triton without the CUDA compiler's tools
         pytest.skip(f"cannot compile for sm_90 here: {e}")
     inst = instrument.instrumented(kernel, frozenset({"a_ptr", "b_ptr", "c_ptr"}))
-    sig2, meta2, div2 = dict(sig, _tk_rec="*i64", _tk_cap="i32"), dict(meta), div + ["_tk_rec"]
+    sig2, meta2 = dict(sig, _tk_rec="*i64", _tk_cap="i32", _tk_replay="constexpr"), dict(meta, _tk_replay=0)
+    div2 = div + ["_tk_rec"]
     for r in inst.roots:
         sig2[instrument.param_name("hi", r)] = "i64"
         div2.append(instrument.param_name("hi", r))

@@ -7,24 +7,34 @@ from its first element (``tensor.data_ptr()``), in int64. A lane may be performe
 for a view with gaps (a column slice, a step), ``(off % s1) < e1`` and ``((off % s1) % s2) < e2``
 for the view's ``G`` gap levels (see :func:`tritonkit.check.gpu.instrument.view_layout`).
 
-The record buffer is an int64 tensor: element 0 counts the records made (it may exceed the
-capacity: the excess is counted, not kept), then :data:`RECORD` int64 fields per record: the access
-site, the program id (x, y, z), the number of offending lanes, the smallest and largest offending
-offset (elements from the root's first element), and what was found (:data:`OUT_OF_BOUNDS` or
-:data:`OVERFLOW`; an overflow record's offsets are the kernel's own, wrapped). The site field carries :data:`MAGIC` added, so that a record an unchecked access
-overwrote can be told apart.
+The record buffer is an int64 tensor of :data:`HEADER` cells and then :data:`RECORD` fields per record.
+Cell 0 counts the record slots taken (it may exceed the capacity: the excess is counted, not kept);
+cell ``1 + site`` counts the offending lanes of a *counted* site (an access inside a loop, whose
+first run only counts: see :func:`guard_offset`; at most :data:`COUNTED_SITES` of them). A record:
+the access site (with :data:`MAGIC` added, so that a record an unchecked access overwrote can be
+told apart), the program id (x, y, z), the number of offending lanes, ``C - lowest`` and ``highest
++ C`` of their offsets (:data:`C`: so that zeroed memory is the identity of the lanes' atomic maxima),
+and what was found (:data:`OUT_OF_BOUNDS` or :data:`OVERFLOW`). A record of no lane is left unused.
+The slots must be zero before a launch (:mod:`.runtime` zeroes those it read).
 """
 import triton
 import triton.language as tl
 
-#: int64 fields per record (after the counter)
+#: int64 fields per record
 RECORD = 8
+#: int64 cells before the first record: the slots taken, then one lane counter per counted site
+HEADER = 64
+#: counted sites at most (sites past it make records, as outside loops)
+COUNTED_SITES = HEADER - 1
+#: the offset bias of the records' lowest and highest fields
+C = tl.constexpr(1 << 61)
 #: a record's last field: the lanes' addresses fall outside the root's view
 OUT_OF_BOUNDS = 0
 #: a record's last field: an int32 term of the lanes' offsets wrapped (computed again in int64, it does
 #: not fit); the offsets recorded are the kernel's own (wrapped) ones
 OVERFLOW = 1
-_FAR = tl.constexpr(1 << 62)
+_RECORD = tl.constexpr(RECORD)  # the same, for the kernels
+_HEADER = tl.constexpr(HEADER)
 #: added to an offset term that wrapped (:func:`term`): such a lane is outside every view, and its
 #: exact offset is ``off - k * POISON`` (``k``: the number of wrapped terms, a few at most)
 POISON = tl.constexpr(1 << 52)
@@ -59,26 +69,23 @@ def inside(off, hi, s1, e1, s2, e2, G: tl.constexpr):
 
 
 @triton.jit
-def _record(rec, cap, site: tl.constexpr, flags, values, what: tl.constexpr):
-    """One record of this program's lanes where ``flags`` is set (their count, the smallest and
-    largest of ``values`` among them), made when there is one."""
-    flat = flags.to(tl.int32) + tl.zeros((1,), tl.int32)
-    n = tl.sum(flat)
-    if n > 0:
-        vals = values + tl.zeros((1,), tl.int64)
-        lowest = tl.min(tl.where(flat != 0, vals, _FAR))
-        highest = tl.max(tl.where(flat != 0, vals, -_FAR))
-        slot = tl.atomic_add(rec, 1)
-        if slot < cap:
-            at = rec + 1 + slot * 8
-            tl.store(at, site + MAGIC)
-            tl.store(at + 1, tl.program_id(0))
-            tl.store(at + 2, tl.program_id(1))
-            tl.store(at + 3, tl.program_id(2))
-            tl.store(at + 4, n)
-            tl.store(at + 5, lowest)
-            tl.store(at + 6, highest)
-            tl.store(at + 7, what)
+def _record(rec, cap, site: tl.constexpr, flags, off):
+    """One record of this program's lanes where ``flags`` is set (a slot of the buffer, zeroed): the
+    site, the program id, and by lane atomics (no block reduction: the slow path then needs no
+    registers or shared memory of its own to speak of) the lanes' count, their smallest and largest
+    offset (as they are: with :data:`POISON` added where a term wrapped) and whether any wrapped."""
+    slot = tl.atomic_add(rec, 1)
+    if slot < cap:
+        at = rec + _HEADER + slot * _RECORD
+        tl.store(at, site + MAGIC)
+        tl.store(at + 1, tl.program_id(0))
+        tl.store(at + 2, tl.program_id(1))
+        tl.store(at + 3, tl.program_id(2))
+        shape: tl.constexpr = flags.shape
+        tl.atomic_add(tl.broadcast_to(at + 4, shape), 1, mask=flags, sem="relaxed")
+        tl.atomic_max(tl.broadcast_to(at + 5, shape), -off + C, mask=flags, sem="relaxed")  # tensor first (interpreter)
+        tl.atomic_max(tl.broadcast_to(at + 6, shape), off + C, mask=flags, sem="relaxed")
+        tl.atomic_max(tl.broadcast_to(at + 7, shape), (off >= POISON // 2).to(tl.int64), mask=flags, sem="relaxed")
 
 
 @triton.jit
@@ -103,17 +110,23 @@ def term(native, exact):
 
 
 @triton.jit
-def guard_offset(off, mask, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G: tl.constexpr):
+def guard_offset(off, mask, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G: tl.constexpr,
+                 COUNT: tl.constexpr, SKIP: tl.constexpr):
     """The mask of the lanes of an access made through ``root + off`` that may be performed:
-    ``mask`` (None: every lane) and inside the root's view (see the module). ``off`` is the access's
-    offset computed again in int64 by the rewritten kernel, with :data:`POISON` added once for each
-    of its terms that wrapped in the kernel's own arithmetic (see :func:`term`). The fast path is the
-    comparison and one block reduction; the mask keeps the axis properties of ``off`` (contiguity,
-    divisibility), so the access keeps its vector width. Where an active lane is outside, records
-    are made of the lanes outside the view at the kernel's own offset (:data:`OUT_OF_BOUNDS`) and of
-    the lanes whose offset wrapped (:data:`OVERFLOW`), with the kernel's own offsets: for a lane
-    that wrapped, its exact offset wrapped to int32, which is the kernel's where its offset's terms
-    are int32 (a sum of int32 terms wraps as its terms do, short of crossing the range again)."""
+    ``mask`` (None: every lane) and inside the root's view (see the module); none where ``SKIP``
+    (a write during a replay). ``off`` is the access's offset computed again in int64 by the
+    rewritten kernel, with :data:`POISON` added once for each of its terms that wrapped in the
+    kernel's own arithmetic (see :func:`term`). The mask keeps the axis properties of ``off``
+    (contiguity, divisibility), so the access keeps its vector width.
+
+    Offending lanes (active, outside): where ``COUNT`` (an access in a loop, first run) each adds
+    one to the site's counter, by a lane atomic that costs nothing while no lane offends (a replay
+    of the launch makes the records); else one block reduction tells whether any lane of the
+    program offends, and then two records are made: the lanes outside the view at the kernel's own
+    offset (:data:`OUT_OF_BOUNDS`) and the lanes whose offset wrapped (:data:`OVERFLOW`). A wrapped
+    lane's own offset is its exact offset wrapped to int32, which is the kernel's where its offset's
+    terms are int32 (a sum of int32 terms wraps as its terms do, short of crossing the range again).
+    """
     inb = inside(off, hi, s1, e1, s2, e2, G)
     if mask is None:
         ok = inb
@@ -122,22 +135,25 @@ def guard_offset(off, mask, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G:
         ok = mask & inb
         active = mask & (off == off)
     flag = active & (inb == 0)
-    n = tl.sum(flag.to(tl.int32) + tl.zeros((1,), tl.int32))
-    if n > 0:
-        k = (off + (POISON // 2)) >> 52
-        exact = off - (k << 52)
-        own = tl.where(k != 0, exact.to(tl.int32).to(tl.int64), exact)  # wrapped as int32 terms wrap
-        _record(rec, cap, site, active & (inside(own, hi, s1, e1, s2, e2, G) == 0), own, 0)
-        _record(rec, cap, site, active & (k != 0), own, 1)
+    if COUNT:
+        tl.atomic_add(tl.broadcast_to(rec + 1 + site, flag.shape), 1, mask=flag, sem="relaxed")
+    else:
+        n = tl.max(flag.to(tl.int32) + tl.zeros((1,), tl.int32))
+        if n > 0:
+            _record(rec, cap, site, flag, off)
+    if SKIP:
+        ok = ok & False
     return ok
 
 
 @triton.jit
-def guard(ptr, mask, hi, s1, e1, s2, e2, root, rec, cap, site: tl.constexpr, G: tl.constexpr):
+def guard(ptr, mask, hi, s1, e1, s2, e2, root, rec, cap, site: tl.constexpr, G: tl.constexpr,
+          SKIP: tl.constexpr):
     """The mask of ``ptr``'s lanes that may be performed: ``mask`` (None: every lane) and inside the
     view of the tensor ``root`` points to (see the module), from the addresses themselves. Used
     where the rewrite could not compute the access's offset again (the lanes' mask then loses its
-    vector width). Where some active lane is outside, one :data:`OUT_OF_BOUNDS` record is made."""
+    vector width). Where some active lane is outside, one :data:`OUT_OF_BOUNDS` record is made. None
+    where ``SKIP`` (a write during a replay)."""
     esz: tl.constexpr = root.dtype.element_ty.primitive_bitwidth // 8
     nbytes: tl.constexpr = ptr.dtype.element_ty.primitive_bitwidth // 8
     diff = ptr.to(tl.int64) - root.to(tl.int64)
@@ -149,5 +165,9 @@ def guard(ptr, mask, hi, s1, e1, s2, e2, root, rec, cap, site: tl.constexpr, G: 
     else:
         ok = mask & inb
         bad = mask & (inb == 0)
-    _record(rec, cap, site, bad, own, 0)
+    n = tl.max(bad.to(tl.int32) + tl.zeros((1,), tl.int32))
+    if n > 0:
+        _record(rec, cap, site, bad, own)
+    if SKIP:
+        ok = ok & False
     return ok

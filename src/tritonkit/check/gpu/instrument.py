@@ -53,6 +53,9 @@ GUARD = "_tritonkit_gpu_guard"  # the names the helpers have in the kernel's mod
 GUARD_OFFSET = "_tritonkit_gpu_guard_offset"
 WIDE = "_tritonkit_gpu_wide"
 TERM = "_tritonkit_gpu_term"
+REPLAY = "_tk_replay"  # a constexpr parameter: 1 in a replay (writes skipped, counted sites make records)
+#: counted sites at most (device.COUNTED_SITES)
+COUNTED_SITES = 63
 REC, CAP = "_tk_rec", "_tk_cap"
 SHADOW = "__tk"
 #: calls whose value is a function of their arguments alone: computed again inside a shadow
@@ -78,13 +81,16 @@ def root_copy(root: str) -> str:
 class Site:
     """One instrumented access: its line in the kernel's file, the operation, the root argument,
     the line where its pointer was formed (the assignment of the name it reads, or the access's
-    own line), and whether its offset is computed again in int64 (``exact``: overflow checked too)."""
+    own line), whether its offset is computed again in int64 (``exact``: overflow checked too), and
+    whether it is *counted*: inside a loop of a kernel that may be replayed, its first run only
+    counts its offending lanes (cheap), and a replay of the launch makes its records."""
 
     line: int
     access: str
     root: str
     ptr_line: int = 0
     exact: bool = True
+    counted: bool = False
 
 
 @dataclasses.dataclass
@@ -437,6 +443,17 @@ class _Rewriter(ast.NodeTransformer):
         self.sites: Dict[int, Site] = {}
         self.roots: List[str] = []
         self.skipped: List[int] = []
+        self.loops = 0  # loops around the node being visited
+        self.replay = False  # whether the kernel may be replayed (set by rewrite() before visiting)
+
+    def _loop(self, node):
+        self.loops += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.loops -= 1
+
+    visit_For = visit_While = _loop
 
     def target(self, node: ast.Call) -> Optional[Tuple[str, ast.AST, str]]:
         """``(access name, pointer expression, root)`` of an access this rewrite instruments."""
@@ -480,7 +497,8 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(ptr, ast.Name) and ptr.id in self.shadows.lines:
             before = [n for n in self.shadows.lines[ptr.id] if n <= node.lineno]
             ptr_line = self.first_line + (before[-1] if before else self.shadows.lines[ptr.id][-1]) - 1
-        self.sites[site] = Site(line, _KIND.get(name, "atomic"), root, ptr_line, exact)
+        counted = bool(self.loops) and self.replay and exact and site < COUNTED_SITES
+        self.sites[site] = Site(line, _KIND.get(name, "atomic"), root, ptr_line, exact, counted)
         pos = ACCESSES[name]
         mask = None
         if len(node.args) > pos:
@@ -492,12 +510,15 @@ class _Rewriter(ast.NodeTransformer):
         view = [ast.Name(id=param_name(k, root), ctx=ast.Load()) for k in _ROOT_PARAMS[:-1]]
         tail = [ast.Name(id=REC, ctx=ast.Load()), ast.Name(id=CAP, ctx=ast.Load()), ast.Constant(site),
                 ast.Name(id=param_name("g", root), ctx=ast.Load())]
+        replay = ast.Name(id=REPLAY, ctx=ast.Load())
+        # a counted site counts on the first run and records on the replay; a write is skipped on the replay
+        count = ast.BinOp(left=ast.Constant(1), op=ast.Sub(), right=replay) if counted else ast.Constant(0)
+        skip = replay if name != "load" else ast.Constant(0)
         mask_arg = mask if mask is not None else ast.Constant(None)
         base = ast.Name(id=root_copy(root), ctx=ast.Load())
         if exact:
             guarded = ast.Call(func=ast.Name(id=GUARD_OFFSET, ctx=ast.Load()),
-                               args=[off, mask_arg, *view, *tail],
-                               keywords=[])
+                               args=[off, mask_arg, *view, *tail, count, skip], keywords=[])
             new_ptr = ast.BinOp(left=base, op=ast.Add(), right=copy.deepcopy(off))
             if node.args:
                 node.args[0] = new_ptr
@@ -506,7 +527,8 @@ class _Rewriter(ast.NodeTransformer):
                                  for k in node.keywords]
         else:
             guarded = ast.Call(func=ast.Name(id=GUARD, ctx=ast.Load()),
-                               args=[node.args[0] if node.args else ptr, mask_arg, *view, base, *tail], keywords=[])
+                               args=[node.args[0] if node.args else ptr, mask_arg, *view, base, *tail, skip],
+                               keywords=[])
         if len(node.args) > pos:
             node.args[pos] = guarded
         else:
@@ -556,11 +578,41 @@ def _with_shadows(stmts: List[ast.stmt], shadows: _Shadows, needed: Set[str]) ->
     return out
 
 
+_PURE_BUILTINS = {"min", "max", "range", "len", "float", "int", "isinstance", "getattr", "hasattr", "abs"}
+#: calls that have an effect a replay must not repeat (other than the writes it skips)
+_EFFECTS = {"device_print", "device_assert", "inline_asm_elementwise", "debug_barrier", "print"}
+
+
+def replayable(fn: ast.FunctionDef, rw: "_Rewriter", helper_writes=None) -> bool:
+    """Whether a launch of the kernel ``fn`` may be run again with its writes skipped (a *replay*,
+    which reads memory as the launch left it and makes the records of its counted sites): no
+    atomic (a replay could not skip one whose result steers the kernel: a lock), every store
+    instrumented (so the replay can skip it), no descriptor access, print or assert, inline
+    assembly, and no helper that may do any of these (``helper_writes(name)``: whether the global
+    function ``name`` may; None: every helper may)."""
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _call_name(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and (f.attr.startswith("atomic") or f.attr in _EFFECTS
+                                             or (name is None and f.attr in ("store", "scatter", "load", "gather"))):
+            return False
+        if name == "store" and rw.target(node) is None:
+            return False
+        if isinstance(f, ast.Name) and f.id not in _PURE_BUILTINS:
+            if f.id in _EFFECTS or helper_writes is None or helper_writes(f.id):
+                return False
+    return True
+
+
 def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
-            absent: FrozenSet[str] = frozenset()) -> Tuple[str, Dict[int, Site], List[str], List[int], str]:
+            absent: FrozenSet[str] = frozenset(),
+            helper_writes=None) -> Tuple[str, Dict[int, Site], List[str], List[int], str]:
     """Rewrite a ``@triton.jit`` function's source (decorators dropped) for the tensor parameters
     ``tensors`` (``absent``: parameters passed None; an access through them cannot run and is not
-    counted as unchecked). Returns ``(new source, sites, roots, skipped lines, the function's name)``.
+    counted as unchecked; ``helper_writes``: see :func:`replayable`). Returns ``(new source, sites,
+    roots, skipped lines, the function's name)``.
 
     Raises:
         ValueError: the source holds no function definition.
@@ -575,6 +627,7 @@ def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
     shadows = _Shadows(fn, tensors, prov)
     rw = _Rewriter(prov, shadows, tensors, first_line, absent)
     pointers = [t[1] for t in (rw.target(n) for n in ast.walk(fn) if isinstance(n, ast.Call)) if t is not None]
+    rw.replay = replayable(fn, rw, helper_writes)
     needed = shadows.needed(pointers)
     body = fn.body
     doc = [body[0]] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
@@ -588,19 +641,49 @@ def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
         start = ast.BinOp(left=_wide(ast.Call(func=ast.Attribute(value=ast.Name(id="tl", ctx=ast.Load()),
                                                                  attr="program_id", ctx=ast.Load()),
                                               args=[ast.Constant(0)], keywords=[])),
-                          op=ast.Mult(), right=ast.Constant(0)) if n in tensors else _wide(ast.Name(id=n, ctx=ast.Load()))
+                          op=ast.Mult(), right=ast.Constant(0)) if n in tensors \
+            else _wide(ast.Name(id=n, ctx=ast.Load()))
         prologue.append(ast.Assign(targets=[ast.Name(id=n + SHADOW, ctx=ast.Store())], value=start, lineno=0))
     fn.body = doc + prologue + body
     fn.decorator_list = []
-    extra = [REC, CAP] + [param_name(k, r) for r in rw.roots for k in _ROOT_PARAMS]
+    extra = [REC, CAP] + [param_name(k, r) for r in rw.roots for k in _ROOT_PARAMS] + [REPLAY]
     for n in extra:
         fn.args.args.append(ast.arg(arg=n, annotation=ast.Attribute(value=ast.Name(id="tl", ctx=ast.Load()),
                                                                     attr="constexpr", ctx=ast.Load())
-                                    if n.startswith("_tk_g_") else None))
+                                    if n.startswith("_tk_g_") or n == REPLAY else None))
     if fn.args.defaults:  # after parameters with defaults, ours need one too (always passed)
         fn.args.defaults.extend(ast.Constant(0) for _ in extra)
     ast.fix_missing_locations(tree)
     return ast.unparse(fn), rw.sites, rw.roots, rw.skipped, fn.name
+
+
+def _helper_writes(obj, seen: Optional[Set[int]] = None) -> bool:
+    """Whether the global ``obj`` a kernel calls may write or have another effect a replay must
+    not repeat: a ``@triton.jit`` helper whose body (or a helper's it calls) does; anything that is
+    not a helper (a builtin of Triton's, a constexpr function) is taken as pure only where it is one
+    of Triton's own."""
+    seen = set() if seen is None else seen
+    fn = getattr(obj, "fn", None)
+    if fn is None or not hasattr(obj, "arg_names"):  # not a JITFunction
+        module = getattr(obj, "__module__", "") or ""
+        return not module.startswith("triton.language")
+    if id(obj) in seen:
+        return False
+    seen.add(id(obj))
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return True
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and (f.attr.startswith("atomic") or f.attr in _EFFECTS
+                                             or f.attr in ("store", "scatter")):
+            return True
+        if isinstance(f, ast.Name) and f.id not in _PURE_BUILTINS and _helper_writes(fn.__globals__.get(f.id), seen):
+            return True
+    return False
 
 
 def _folder() -> str:
@@ -621,7 +704,8 @@ def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = froze
     from . import device
     fn = jit_fn.fn
     lines, start = inspect.getsourcelines(fn)
-    source, sites, roots, skipped, name = rewrite("".join(lines), tensors, start, absent)
+    source, sites, roots, skipped, name = rewrite("".join(lines), tensors, start, absent,
+                                                  helper_writes=lambda n: _helper_writes(fn.__globals__.get(n)))
     digest = hashlib.sha256(f"{fn.__code__.co_filename}\0{source}".encode()).hexdigest()[:24]
     path = os.path.join(_folder(), f"{name}_{digest}.py")
     if not os.path.exists(path):
@@ -673,11 +757,13 @@ def view_layout(t) -> Tuple[int, List[Tuple[int, int]], bool]:
     return span, levels, exact
 
 
-def extra_arguments(inst: Instrumented, named: Dict[str, object], rec, cap: int) -> Dict[str, object]:
+def extra_arguments(inst: Instrumented, named: Dict[str, object], rec, cap: int,
+                    replay: bool = False) -> Dict[str, object]:
     """The extra keyword arguments a launch of ``inst.jit`` takes: the record buffer ``rec`` (an
-    int64 CUDA tensor of ``1 + cap * device.RECORD`` elements, zeroed) and its capacity in records,
-    and each root argument's view (:func:`view_layout`) from the launch's tensors ``named``."""
-    out: Dict[str, object] = {REC: rec, CAP: cap}
+    int64 CUDA tensor of ``device.HEADER + cap * device.RECORD`` elements, zeroed) and its capacity
+    in records, each root argument's view (:func:`view_layout`) from the launch's tensors
+    ``named``, and whether the launch is a replay (writes skipped, counted sites make records)."""
+    out: Dict[str, object] = {REC: rec, CAP: cap, REPLAY: int(replay)}
     for root in inst.roots:
         hi, levels, _ = view_layout(named[root])
         (s1, e1), (s2, e2) = (levels + [(1, 1), (1, 1)])[:2]

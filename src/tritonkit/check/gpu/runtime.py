@@ -18,6 +18,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import device
+from .instrument import REPLAY
 from .launch_log import describe_tensor, launch_grid
 from .report import element_index, make_report, program_id, wait
 
@@ -46,6 +47,7 @@ def install(path: str) -> None:
     fh = open(path, "a", encoding="utf-8")
     original = _jit.JITFunction.run
     cache: Dict[tuple, object] = {}
+    buffers: Dict[object, object] = {}
     told: set = set()
     clean: Dict[str, int] = {}  # launches without a record, by kernel: written at most once a second
     last = [time.monotonic()]
@@ -102,7 +104,10 @@ def install(path: str) -> None:
         if inst is False:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         first = named[next(iter(sorted(tensors)))]
-        rec = torch.zeros(1 + CAPACITY * device.RECORD, dtype=torch.int64, device=first.device)
+        rec = buffers.get(first.device)
+        if rec is None:  # one record buffer per device, zeroed once; take_records zeroes what it read
+            rec = buffers[first.device] = torch.zeros(device.HEADER + CAPACITY * device.RECORD, dtype=torch.int64,
+                                                      device=first.device)
         from .instrument import extra_arguments, view_layout
         extra = extra_arguments(inst, named, rec, CAPACITY)
         partial = [r for r in inst.roots if not view_layout(named[r])[2]]
@@ -111,16 +116,22 @@ def install(path: str) -> None:
                             "overlapping elements): accesses through them are checked against the view's extent "
                             "and outer gaps only")
         out = original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
-        count = int(rec[0].item())
-        if count:
-            rows = rec[1:1 + min(count, CAPACITY) * device.RECORD].view(-1, device.RECORD).tolist()
-            magic = int(device.MAGIC.value)
-            rows = [[r[0] - magic] + r[1:] if r[0] >> 32 == magic >> 32 else [-1] + r[1:] for r in rows]
+        count, rows, counted = take_records(rec, CAPACITY)
+        replayed = False
+        if counted:  # counted sites (in loops) offended: a replay, writes skipped, makes their records
+            extra[REPLAY] = 1
+            original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
+            more, again, _ = take_records(rec, CAPACITY)
+            rows += [r for r in again if inst.sites.get(r[0]) is not None and inst.sites[r[0]].counted]
+            count += more
+            replayed = True
+        if rows or counted:
             meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
             write({"t": "launch", "kernel": self.__name__, "file": inst.file, "count": count,
                    "sites": {str(k): [s.line, s.access, s.root, s.ptr_line] for k, s in inst.sites.items()},
                    "tensors": {r: describe_tensor(r, named[r]) for r in inst.roots}, "records": rows, "meta": meta,
-                   "grid": launch_grid(grid, named)})
+                   "grid": launch_grid(grid, named), "counted": {str(k): n for k, n in counted.items()},
+                   "replayed": replayed})
         else:
             clean[self.__name__] = clean.get(self.__name__, 0) + 1
             write_clean()
@@ -134,6 +145,43 @@ def install(path: str) -> None:
     _jit.JITFunction.run = run
     atexit.register(lambda: _state is not None and not fh.closed and write_clean(True))
     _state = {"cls": _jit.JITFunction, "run": original, "fh": fh, "flush": write_clean}
+
+
+def _own(off: int) -> int:
+    """A recorded offset as the kernel computed it: with :data:`.device.POISON` added for each term
+    that wrapped (see :func:`.device.term`), the exact offset wrapped to int32."""
+    poison = int(device.POISON.value)
+    k = (off + poison // 2) // poison
+    if k == 0:
+        return off
+    exact = off - k * poison
+    return (exact + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def take_records(rec, cap: int) -> Tuple[int, List[list], Dict[int, int]]:
+    """Read a launch's record buffer (see :mod:`.device`) and zero what was used, for the next
+    launch: ``(slots taken, records, offending lanes of each counted site)``. Records are lists
+    ``[site, x, y, z, lanes, lowest, highest, what]`` (offsets in elements from the root's first
+    element, as the kernel computed them: see :func:`_own`; ``what``: 1 where some lane's offset
+    wrapped); a record whose site field lacks the magic number (an unchecked access wrote over it)
+    gets site -1. Waits for the launch (one synchronization)."""
+    header = rec[:device.HEADER].tolist()
+    count = int(header[0])
+    counted = {i - 1: int(n) for i, n in enumerate(header) if i and n}
+    rows: List[list] = []
+    if count:
+        used = min(count, cap) * device.RECORD
+        body = rec[device.HEADER:device.HEADER + used]
+        raw = body.view(-1, device.RECORD).tolist()
+        body.zero_()
+        magic, c = int(device.MAGIC.value), int(device.C.value)
+        for r in raw:
+            site = r[0] - magic if r[0] >> 32 == magic >> 32 else -1
+            lo, hi = _own(c - r[5]), _own(r[6] - c)
+            rows.append([site, r[1], r[2], r[3], r[4], min(lo, hi), max(lo, hi), r[7]])
+    if count or counted:
+        rec[:device.HEADER].zero_()
+    return count, rows, counted
 
 
 def uninstall() -> None:
@@ -220,6 +268,15 @@ def _reason(t: Optional[dict], lowest: int, highest: int) -> str:
     return "outside_view"
 
 
+def _outside(t: Optional[dict], lowest: int, highest: int) -> bool:
+    """Whether offsets (elements from the view's first element) reach outside the view's extent."""
+    if t is None:
+        return True
+    extent = 1 + sum((int(n) - 1) * int(s) for n, s in zip(t.get("shape") or [], t.get("strides") or [])
+                     if int(n) > 0)
+    return lowest < 0 or highest >= extent
+
+
 def to_findings(launches: List[dict]):
     """The records of the launches folded into findings, in the order they were first recorded:
     ``out_of_bounds`` ones per kernel line, access, argument and reason (outside the storage or only
@@ -230,6 +287,19 @@ def to_findings(launches: List[dict]):
     folds: Dict[tuple, dict] = {}
     for rec in launches:
         sites, tensors = rec.get("sites") or {}, rec.get("tensors") or {}
+        recorded = {str(r[0]) for r in rec["records"]}
+        for site_id, lanes in (rec.get("counted") or {}).items():
+            site = sites.get(str(site_id))
+            if site is None or str(site_id) in recorded:
+                continue
+            # lanes counted in a loop that the replay did not find again (the launch changed what its
+            # addresses depend on): the finding, without its programs and elements
+            line, access, root = site[:3]
+            key = (rec.get("kernel"), rec.get("file"), line, access, root, "unreplayed", line)
+            f = folds.setdefault(key, {"rec": rec, "t": tensors.get(root), "count": 0, "seen": set(),
+                                       "lo": None, "hi": None, "launches": set()})
+            f["count"] += int(lanes)
+            f["launches"].add(id(rec))
         for row in rec["records"]:
             site = sites.get(str(row[0]))
             if site is None:
@@ -237,29 +307,36 @@ def to_findings(launches: List[dict]):
             line, access, root = site[:3]
             t = tensors.get(root)
             lowest, highest = int(row[5]), int(row[6])
+            keys = []
             if int(row[7]) == device.OVERFLOW:
-                key = (rec.get("kernel"), rec.get("file"), int(site[3]) if len(site) > 3 else line, access, root,
-                       "overflow", line)
-            else:
-                key = (rec.get("kernel"), rec.get("file"), line, access, root, _reason(t, lowest, highest), line)
-            f = folds.setdefault(key, {"rec": rec, "t": t, "count": 0, "seen": set(),
-                                       "lo": None, "hi": None, "launches": set()})
-            f["count"] += int(row[4])
-            f["launches"].add(id(rec))
-            f["seen"].add(tuple(program_id(row[1:4], rec.get("grid"))))
-            f["lo"] = lowest if f["lo"] is None else min(f["lo"], lowest)
-            f["hi"] = highest if f["hi"] is None else max(f["hi"], highest)
+                keys.append((rec.get("kernel"), rec.get("file"), int(site[3]) if len(site) > 3 else line, access, root,
+                             "overflow", line))
+            if int(row[7]) != device.OVERFLOW or _outside(t, lowest, highest):  # the wrapped lanes fall outside
+                keys.append((rec.get("kernel"), rec.get("file"), line, access, root, _reason(t, lowest, highest), line))
+            for key in keys:
+                f = folds.setdefault(key, {"rec": rec, "t": t, "count": 0, "seen": set(),
+                                           "lo": None, "hi": None, "launches": set()})
+                f["count"] += int(row[4])
+                f["launches"].add(id(rec))
+                f["seen"].add(tuple(program_id(row[1:4], rec.get("grid"))))
+                f["lo"] = lowest if f["lo"] is None else min(f["lo"], lowest)
+                f["hi"] = highest if f["hi"] is None else max(f["hi"], highest)
     out = []
     for (kernel, file, line, access, root, reason, at), f in folds.items():
         t = f["t"]
         programs = [list(p) for p in sorted(f["seen"])]  # the order the CPU check runs programs in
         shape = "x".join(str(s) for s in (t or {}).get("shape", []))
-        elements = f"{root}[{f['lo']}]" if f["lo"] == f["hi"] else f"{root}[{f['lo']}:{f['hi'] + 1}] (flat, the range)"
+        if f["lo"] is None:
+            elements = ""
+        elif f["lo"] == f["hi"]:
+            elements = f"{root}[{f['lo']}]"
+        else:
+            elements = f"{root}[{f['lo']}:{f['hi'] + 1}] (flat, the range)"
         common = dict(kernel=str(kernel), file=str(file), line=int(line),
                       source=linecache.getline(str(file), int(line)).strip(), arg=root,
                       tensor={"shape": t["shape"], "dtype": t["dtype"], "strides": t["strides"]} if t else None,
                       access=access, count=f["count"], program_ids=programs[:8], num_programs=len(programs),
-                      occurrences=f["count"], launches=len(f["launches"]), hint=_HINTS[reason])
+                      occurrences=f["count"], launches=len(f["launches"]), hint=_HINTS.get(reason, _HINTS["past_end"]))
         if reason == "overflow":
             out.append(Finding(
                 kind=OverflowCheck.kind, reason="int32", elements="", element_indices=[],
@@ -271,9 +348,18 @@ def to_findings(launches: List[dict]):
                        ["found by", "the instrumented kernel on the GPU (offsets computed again in int64)"]],
                 **common))
             continue
+        if reason == "unreplayed":
+            out.append(Finding(
+                kind=BoundsCheck.kind, elements="", reason="outside", element_indices=[],
+                message=f"{access} outside {root} ({shape} {(t or {}).get('dtype', '')}): {f['count']} lanes, counted "
+                        "in a loop on the GPU; the replay of the launch that finds their programs and elements found "
+                        "none (the launch changed what the addresses are computed from)",
+                facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]],
+                **common))
+            continue
         out.append(Finding(
             kind=BoundsCheck.kind, elements=elements, reason=reason,
-            element_indices=[element_index(t, f["lo"]), element_index(t, f["hi"])] if t else [],
+            element_indices=[element_index(t, f["lo"]), element_index(t, f["hi"])] if t and f["lo"] is not None else [],
             message=f"{access} {_WHERE[reason]} {root} ({shape} {(t or {}).get('dtype', '')}): {f['count']} lanes in "
                     f"{len(programs)} program(s), checked on the GPU",
             facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]], **common))
