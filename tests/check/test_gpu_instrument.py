@@ -358,3 +358,61 @@ def test_a_script_without_a_cuda_device_is_reported_unchecked_not_clean(monkeypa
     assert data["findings"] == [] and data["summary"]["engine"] is None
     assert any("no CUDA device" in u for u in data["summary"]["gpu"]["unchecked"])
     assert "not checked: every kernel" in capsys.readouterr().out
+
+
+DESCRIPTORS = textwrap.dedent('''
+    import json, sys, torch
+    sys.path.insert(0, sys.argv[1])
+    import tensor_descriptor as td
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    from tritonkit.check.gpu import instrument, device
+    from tritonkit.check.gpu.runtime import take_records, to_findings
+    from tritonkit.check.gpu.launch_log import describe_tensor
+    out = {}
+    for bug in ("none", "padded_shape", "contiguous_strides"):
+        M, N, bm, bn = 70, 100, 32, 32
+        # storages larger than the views: the padded store must not hit the interpreter's own memory
+        x = torch.randn(M + 40, N + 12)[:M, :N]
+        y = torch.empty(200 * 128)[:M * N].view(M, N)
+        bias = torch.randn(N)
+        if bug == "padded_shape":
+            xd = TensorDescriptor(x, [96, 128], list(x.stride()), [bm, bn])
+            yd = TensorDescriptor(y, [96, 128], list(y.stride()), [bm, bn])
+        elif bug == "contiguous_strides":
+            xd, yd = TensorDescriptor(x, [M, N], [N, 1], [bm, bn]), TensorDescriptor.from_tensor(y, [bm, bn])
+        else:
+            xd, yd = TensorDescriptor.from_tensor(x, [bm, bn]), TensorDescriptor.from_tensor(y, [bm, bn])
+        named = {"x_desc": xd, "y_desc": yd, "bias_ptr": bias, "N": N}
+        inst = instrument.instrumented(td._bias_relu_kernel, frozenset({"bias_ptr"}), frozenset(),
+                                       frozenset({("x_desc", 2), ("y_desc", 2)}))
+        rec = torch.zeros(device.HEADER + 256 * device.RECORD, dtype=torch.int64)
+        grid = ((M + bm - 1) // bm, (N + bn - 1) // bn)
+        inst.jit[grid](xd, yd, bias, N, BLOCK_M=bm, BLOCK_N=bn, **instrument.extra_arguments(inst, named, rec, 256))
+        _, rows, _ = take_records(rec, 256)
+        launch = {"kernel": "k", "file": "f.py", "grid": list(grid) + [1], "records": rows,
+                  "sites": {str(i): [s.line, s.access, s.arg, s.ptr_line] for i, s in inst.sites.items()},
+                  "tensors": {s.arg: describe_tensor(s.arg, getattr(named[s.root], "base", named[s.root]))
+                              for s in inst.sites.values()}}
+        out[bug] = {"skipped": inst.skipped, "findings": [[f.kind, f.line, f.arg, f.reason, f.program_ids]
+                                                          for f in to_findings([launch])]}
+    print(json.dumps(out))
+''')
+
+
+def test_a_tensor_descriptors_blocks_are_checked_against_its_base_tensor(tmp_path):
+    """Host-side tensor descriptors: each ``desc.load``/``desc.store`` block's elements inside the
+    descriptor's shape are checked against the view of its base tensor (run in the interpreter):
+    a shape rounded up to whole blocks reaches past the views, strides of a contiguous tensor given
+    for a column slice reach into its gaps; a right descriptor, nothing."""
+    (tmp_path / "child.py").write_text(DESCRIPTORS)
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
+    proc = subprocess.run([sys.executable, str(tmp_path / "child.py"), examples], capture_output=True, text=True,
+                          env=dict(os.environ, TRITON_INTERPRET="1"), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["none"] == {"skipped": [], "findings": []}
+    assert [f[:4] for f in got["contiguous_strides"]["findings"]] == [["out_of_bounds", 59, "x_desc.base",
+                                                                       "outside_view"]]
+    assert [0, 0] in got["contiguous_strides"]["findings"][0][4]  # row 1 of the first block is in the gap
+    padded = {tuple(f[:3]) for f in got["padded_shape"]["findings"]}
+    assert padded == {("out_of_bounds", 59, "x_desc.base"), ("out_of_bounds", 63, "y_desc.base")}

@@ -171,3 +171,34 @@ def guard(ptr, mask, hi, s1, e1, s2, e2, root, rec, cap, site: tl.constexpr, G: 
     if SKIP:
         ok = ok & False
     return ok
+
+
+@triton.jit
+def desc_probe1(o0, n0, st0, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G: tl.constexpr, B0: tl.constexpr):
+    """The check of an access through a rank-1 host-side tensor descriptor (shape ``n0``, stride
+    ``st0`` elements, block ``B0``) at offset ``o0``: its lanes inside the descriptor's shape (the
+    others the hardware does not move) are checked against the view of the descriptor's base
+    tensor, and a record made where one is outside. The access itself is not changed: a lane
+    found here was moved by the hardware (see the report)."""
+    idx = o0 + tl.arange(0, B0)
+    active = (idx >= 0) & (idx < n0)
+    off = idx.to(tl.int64) * st0
+    flag = active & (inside(off, hi, s1, e1, s2, e2, G) == 0)
+    n = tl.max(flag.to(tl.int32))
+    if n > 0:
+        _record(rec, cap, site, flag, off)
+
+
+@triton.jit
+def desc_probe2(o0, o1, n0, n1, st0, st1, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G: tl.constexpr,
+                B0: tl.constexpr, B1: tl.constexpr):
+    """:func:`desc_probe1` for a rank-2 descriptor (shape ``(n0, n1)``, strides ``(st0, st1)``,
+    block ``(B0, B1)``) at offsets ``(o0, o1)``."""
+    r = o0 + tl.arange(0, B0)
+    c = o1 + tl.arange(0, B1)
+    active = ((r >= 0) & (r < n0))[:, None] & ((c >= 0) & (c < n1))[None, :]
+    off = r.to(tl.int64)[:, None] * st0 + c.to(tl.int64)[None, :] * st1
+    flag = active & (inside(off, hi, s1, e1, s2, e2, G) == 0)
+    n = tl.max(tl.max(flag.to(tl.int32), axis=1), axis=0)
+    if n > 0:
+        _record(rec, cap, site, flag, off)

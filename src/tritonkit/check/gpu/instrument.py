@@ -53,6 +53,7 @@ GUARD = "_tritonkit_gpu_guard"  # the names the helpers have in the kernel's mod
 GUARD_OFFSET = "_tritonkit_gpu_guard_offset"
 WIDE = "_tritonkit_gpu_wide"
 TERM = "_tritonkit_gpu_term"
+PROBE = "_tritonkit_gpu_desc_probe"  # + the descriptor's rank
 REPLAY = "_tk_replay"  # a constexpr parameter: 1 in a replay (writes skipped, counted sites make records)
 #: counted sites at most (device.COUNTED_SITES)
 COUNTED_SITES = 63
@@ -91,6 +92,12 @@ class Site:
     ptr_line: int = 0
     exact: bool = True
     counted: bool = False
+    label: str = ""  # the argument as findings name it (a descriptor's base: ``x_desc.base``); "": root
+
+    @property
+    def arg(self) -> str:
+        """The argument as findings name it."""
+        return self.label or self.root
 
 
 @dataclasses.dataclass
@@ -444,6 +451,7 @@ class _Rewriter(ast.NodeTransformer):
         self.roots: List[str] = []
         self.skipped: List[int] = []
         self.loops = 0  # loops around the node being visited
+        self.descriptors: Dict[str, int] = {}  # host-side tensor descriptor parameters and their ranks
         self.replay = False  # whether the kernel may be replayed (set by rewrite() before visiting)
 
     def _loop(self, node):
@@ -454,6 +462,36 @@ class _Rewriter(ast.NodeTransformer):
             self.loops -= 1
 
     visit_For = visit_While = _loop
+
+    def _descriptor(self, node: ast.Call) -> bool:
+        """A ``desc.load([o0, o1])`` / ``desc.store([o0, o1], value)`` through a host-side tensor
+        descriptor argument (``self.descriptors``: name -> rank, 1 or 2): a site whose probe
+        (:func:`.device.desc_probe`) checks the block's elements against the view of the
+        descriptor's base tensor, made a statement of its own before the access's (see
+        :func:`_with_probes`); the access itself is left as it is. False where it is not one."""
+        f = node.func
+        if not (isinstance(f.value, ast.Name) and f.value.id in self.descriptors and f.attr in ("load", "store")
+                and node.args and isinstance(node.args[0], (ast.List, ast.Tuple))):
+            return False
+        desc, rank = f.value.id, self.descriptors[f.value.id]
+        offsets = node.args[0].elts
+        if len(offsets) != rank:
+            return False
+        line = self.first_line + node.lineno - 1
+        site = len(self.sites)
+        self.sites[site] = Site(line, f.attr, desc, line, True, False, label=f"{desc}.base")
+        if desc not in self.roots:
+            self.roots.append(desc)
+        args = [copy.deepcopy(o) for o in offsets]
+        args += [ast.Name(id=param_name(f"dn{i}", desc), ctx=ast.Load()) for i in range(rank)]
+        args += [ast.Name(id=param_name(f"ds{i}", desc), ctx=ast.Load()) for i in range(rank)]
+        args += [ast.Name(id=param_name(k, desc), ctx=ast.Load()) for k in _ROOT_PARAMS[:-1]]
+        args += [ast.Name(id=REC, ctx=ast.Load()), ast.Name(id=CAP, ctx=ast.Load()), ast.Constant(site),
+                 ast.Name(id=param_name("g", desc), ctx=ast.Load())]
+        args += [ast.Name(id=param_name(f"db{i}", desc), ctx=ast.Load()) for i in range(rank)]
+        probe = ast.Expr(value=ast.Call(func=ast.Name(id=f"{PROBE}{rank}", ctx=ast.Load()), args=args, keywords=[]))
+        node._tk_probes = getattr(node, "_tk_probes", []) + [probe]
+        return True
 
     def target(self, node: ast.Call) -> Optional[Tuple[str, ast.AST, str]]:
         """``(access name, pointer expression, root)`` of an access this rewrite instruments."""
@@ -477,7 +515,8 @@ class _Rewriter(ast.NodeTransformer):
         if name is None:
             f = node.func
             if isinstance(f, ast.Attribute) and (f.attr in ACCESSES or f.attr in ("gather", "scatter")):
-                self.skipped.append(self.first_line + node.lineno - 1)  # a descriptor's access: not checked
+                if not self._descriptor(node):
+                    self.skipped.append(self.first_line + node.lineno - 1)  # a descriptor's access: not checked
             return node
         line = self.first_line + node.lineno - 1
         found = self.target(original)
@@ -534,6 +573,25 @@ class _Rewriter(ast.NodeTransformer):
         else:
             node.keywords = [k for k in node.keywords if k.arg != "mask"] + [ast.keyword(arg="mask", value=guarded)]
         return node
+
+
+def _with_probes(stmts: List[ast.stmt]) -> List[ast.stmt]:
+    """``stmts`` with the probes of the descriptor accesses each statement makes (see
+    ``_Rewriter._descriptor``) put before it; a compound statement's bodies get theirs inside."""
+    out: List[ast.stmt] = []
+    for s in stmts:
+        own = []
+        for field, value in ast.iter_fields(s):
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                setattr(s, field, _with_probes(value))
+            elif isinstance(value, ast.AST):
+                own.extend(p for n in ast.walk(value) for p in getattr(n, "_tk_probes", []))
+            elif isinstance(value, list):
+                own.extend(p for v in value if isinstance(v, ast.AST) for n in ast.walk(v)
+                           for p in getattr(n, "_tk_probes", []))
+        out.extend(own)
+        out.append(s)
+    return out
 
 
 def _with_shadows(stmts: List[ast.stmt], shadows: _Shadows, needed: Set[str]) -> List[ast.stmt]:
@@ -607,12 +665,14 @@ def replayable(fn: ast.FunctionDef, rw: "_Rewriter", helper_writes=None) -> bool
 
 
 def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
-            absent: FrozenSet[str] = frozenset(),
-            helper_writes=None) -> Tuple[str, Dict[int, Site], List[str], List[int], str]:
+            absent: FrozenSet[str] = frozenset(), helper_writes=None,
+            descriptors: FrozenSet[Tuple[str, int]] = frozenset()) -> Tuple[str, Dict[int, Site], List[str],
+                                                                           List[int], str]:
     """Rewrite a ``@triton.jit`` function's source (decorators dropped) for the tensor parameters
     ``tensors`` (``absent``: parameters passed None; an access through them cannot run and is not
-    counted as unchecked; ``helper_writes``: see :func:`replayable`). Returns ``(new source, sites,
-    roots, skipped lines, the function's name)``.
+    counted as unchecked; ``helper_writes``: see :func:`replayable`; ``descriptors``: the parameters
+    passed host-side tensor descriptors, with their ranks). Returns ``(new source, sites, roots,
+    skipped lines, the function's name)``.
 
     Raises:
         ValueError: the source holds no function definition.
@@ -628,11 +688,12 @@ def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
     rw = _Rewriter(prov, shadows, tensors, first_line, absent)
     pointers = [t[1] for t in (rw.target(n) for n in ast.walk(fn) if isinstance(n, ast.Call)) if t is not None]
     rw.replay = replayable(fn, rw, helper_writes)
+    rw.descriptors = {d: r for d, r in descriptors if r in (1, 2)}
     needed = shadows.needed(pointers)
     body = fn.body
     doc = [body[0]] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
     body = _with_shadows(body[len(doc):], shadows, needed)
-    body = [rw.visit(s) for s in body]
+    body = _with_probes([rw.visit(s) for s in body])
     prologue = [ast.Assign(targets=[ast.Name(id=root_copy(r), ctx=ast.Store())], value=ast.Name(id=r, ctx=ast.Load()),
                            lineno=0) for r in rw.roots]
     for n in sorted(needed & set(params)):  # a parameter the body reassigns: its shadow starts as the parameter
@@ -647,10 +708,14 @@ def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
     fn.body = doc + prologue + body
     fn.decorator_list = []
     extra = [REC, CAP] + [param_name(k, r) for r in rw.roots for k in _ROOT_PARAMS] + [REPLAY]
+    for d in rw.roots:
+        if d in rw.descriptors:
+            extra += [param_name(f"{k}{i}", d) for k in ("dn", "ds", "db") for i in range(rw.descriptors[d])]
     for n in extra:
+        constexpr = n.startswith(("_tk_g_", "_tk_db")) or n == REPLAY
         fn.args.args.append(ast.arg(arg=n, annotation=ast.Attribute(value=ast.Name(id="tl", ctx=ast.Load()),
                                                                     attr="constexpr", ctx=ast.Load())
-                                    if n.startswith("_tk_g_") or n == REPLAY else None))
+                                    if constexpr else None))
     if fn.args.defaults:  # after parameters with defaults, ours need one too (always passed)
         fn.args.defaults.extend(ast.Constant(0) for _ in extra)
     ast.fix_missing_locations(tree)
@@ -692,9 +757,11 @@ def _folder() -> str:
     return path
 
 
-def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = frozenset()) -> Instrumented:
+def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = frozenset(),
+                 descriptors: FrozenSet[Tuple[str, int]] = frozenset()) -> Instrumented:
     """The rewritten kernel of the ``JITFunction`` ``jit_fn`` for the tensor parameters ``tensors``
-    (``absent``: the parameters passed None).
+    (``absent``: the parameters passed None; ``descriptors``: those passed host-side tensor
+    descriptors, with their ranks).
 
     Raises:
         OSError, TypeError, ValueError, SyntaxError: its source cannot be read or rewritten.
@@ -705,7 +772,8 @@ def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = froze
     fn = jit_fn.fn
     lines, start = inspect.getsourcelines(fn)
     source, sites, roots, skipped, name = rewrite("".join(lines), tensors, start, absent,
-                                                  helper_writes=lambda n: _helper_writes(fn.__globals__.get(n)))
+                                                  helper_writes=lambda n: _helper_writes(fn.__globals__.get(n)),
+                                                  descriptors=descriptors)
     digest = hashlib.sha256(f"{fn.__code__.co_filename}\0{source}".encode()).hexdigest()[:24]
     path = os.path.join(_folder(), f"{name}_{digest}.py")
     if not os.path.exists(path):
@@ -716,6 +784,7 @@ def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = froze
     namespace = fn.__globals__  # the kernel's own globals, live: the helpers are added under private names
     namespace[GUARD], namespace[GUARD_OFFSET] = device.guard, device.guard_offset
     namespace[WIDE], namespace[TERM] = device.wide, device.term
+    namespace[PROBE + "1"], namespace[PROBE + "2"] = device.desc_probe1, device.desc_probe2
     code = compile(source + "\n", path, "exec")
     local: dict = {}
     exec(code, namespace, local)
@@ -765,8 +834,22 @@ def extra_arguments(inst: Instrumented, named: Dict[str, object], rec, cap: int,
     ``named``, and whether the launch is a replay (writes skipped, counted sites make records)."""
     out: Dict[str, object] = {REC: rec, CAP: cap, REPLAY: int(replay)}
     for root in inst.roots:
-        hi, levels, _ = view_layout(named[root])
+        value = named[root]
+        if is_descriptor(value):
+            for i, (n, st, b) in enumerate(zip(value.shape, value.strides, value.block_shape)):
+                out.update({param_name(f"dn{i}", root): int(n), param_name(f"ds{i}", root): int(st),
+                            param_name(f"db{i}", root): int(b)})
+            value = value.base
+        hi, levels, _ = view_layout(value)
         (s1, e1), (s2, e2) = (levels + [(1, 1), (1, 1)])[:2]
         out.update({param_name("hi", root): hi, param_name("s1", root): s1, param_name("e1", root): e1,
                     param_name("s2", root): s2, param_name("e2", root): e2, param_name("g", root): len(levels)})
     return out
+
+
+def is_descriptor(value) -> bool:
+    """Whether a launch argument is a host-side tensor descriptor
+    (``triton.tools.tensor_descriptor.TensorDescriptor``: a base tensor, a shape, strides in elements
+    and the block each access moves)."""
+    return all(hasattr(value, a) for a in ("base", "shape", "strides", "block_shape")) and \
+        hasattr(getattr(value, "base", None), "untyped_storage")

@@ -74,19 +74,22 @@ def install(path: str) -> None:
         named = dict(zip(self.arg_names, args))
         named.update(kwargs)
         tensors = frozenset(k for k, v in named.items() if _is_cuda_tensor(v))
-        if not tensors:
+        from .instrument import is_descriptor
+        descriptors = frozenset((k, len(v.shape)) for k, v in named.items()
+                                if is_descriptor(v) and _is_cuda_tensor(v.base))
+        if not tensors and not descriptors:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         import torch
         if torch.cuda.is_current_stream_capturing():
             unchecked(self, "launched while a CUDA graph was captured")
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         absent = frozenset(k for k, v in named.items() if v is None)
-        key = (id(self), tensors, absent)
+        key = (id(self), tensors, absent, descriptors)
         inst = cache.get(key)
         if inst is None:
             try:
                 from .instrument import instrumented
-                inst = instrumented(self, tensors, absent)
+                inst = instrumented(self, tensors, absent, descriptors)
             except Exception as e:  # the launch still runs, unchecked, and the report says so
                 inst = False
                 unchecked(self, f"its source could not be instrumented ({type(e).__name__}: {e})")
@@ -103,20 +106,24 @@ def install(path: str) -> None:
             inst = inst[1]
         if inst is False:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        first = named[next(iter(sorted(tensors)))]
+        first = named[next(iter(sorted(tensors)))] if tensors else named[next(iter(sorted(descriptors)))[0]].base
         rec = buffers.get(first.device)
         if rec is None:  # one record buffer per device, zeroed once; take_records zeroes what it read
             rec = buffers[first.device] = torch.zeros(device.HEADER + CAPACITY * device.RECORD, dtype=torch.int64,
                                                       device=first.device)
         from .instrument import extra_arguments, view_layout
         extra = extra_arguments(inst, named, rec, CAPACITY)
-        partial = [r for r in inst.roots if not view_layout(named[r])[2]]
+        partial = [r for r in inst.roots if not view_layout(getattr(named[r], "base", named[r]))[2]]
         if partial:
             unchecked(self, f"the views of {', '.join(partial)} have more gaps than the check tells apart (or "
                             "overlapping elements): accesses through them are checked against the view's extent "
                             "and outer gaps only")
         out = original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
-        count, rows, counted = take_records(rec, CAPACITY)
+        count, rows, cells = take_records(rec, CAPACITY)
+        counted = {k: n for k, n in cells.items() if k in inst.sites and inst.sites[k].counted}
+        if len(counted) < len(cells):  # a cell no site of this kernel counts into: an unchecked write hit it
+            unchecked(self, "an access tritonkit did not check wrote into its record buffer's counters: "
+                            "they were left out")
         replayed = False
         if counted:  # counted sites (in loops) offended: a replay, writes skipped, makes their records
             extra[REPLAY] = 1
@@ -128,8 +135,9 @@ def install(path: str) -> None:
         if rows or counted:
             meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
             write({"t": "launch", "kernel": self.__name__, "file": inst.file, "count": count,
-                   "sites": {str(k): [s.line, s.access, s.root, s.ptr_line] for k, s in inst.sites.items()},
-                   "tensors": {r: describe_tensor(r, named[r]) for r in inst.roots}, "records": rows, "meta": meta,
+                   "sites": {str(k): [s.line, s.access, s.arg, s.ptr_line] for k, s in inst.sites.items()},
+                   "tensors": {s.arg: describe_tensor(s.arg, getattr(named[s.root], "base", named[s.root]))
+                               for s in inst.sites.values()}, "records": rows, "meta": meta,
                    "grid": launch_grid(grid, named), "counted": {str(k): n for k, n in counted.items()},
                    "replayed": replayed})
         else:
