@@ -27,6 +27,9 @@ ENV = "TRITONKIT_GPU_RECORDS"
 #: records kept per launch (a program and access site with offending lanes each); more are counted
 CAPACITY = 4096
 
+#: bytes of padding on either side of the record buffer
+PADDING = 2 << 20
+
 _state: Optional[dict] = None
 
 
@@ -109,8 +112,11 @@ def install(path: str) -> None:
         first = named[next(iter(sorted(tensors)))] if tensors else named[next(iter(sorted(descriptors)))[0]].base
         rec = buffers.get(first.device)
         if rec is None:  # one record buffer per device, zeroed once; take_records zeroes what it read
-            rec = buffers[first.device] = torch.zeros(device.HEADER + CAPACITY * device.RECORD, dtype=torch.int64,
-                                                      device=first.device)
+            # between 2 MiB on either side: a write running past a tensor of the script's (an unchecked
+            # access's) meets the padding before it meets the records
+            size, pad = device.HEADER + CAPACITY * device.RECORD, PADDING // 8
+            whole = torch.zeros(pad + size + pad, dtype=torch.int64, device=first.device)
+            rec = buffers[first.device] = whole[pad:pad + size]
         from .instrument import extra_arguments, view_layout
         extra = extra_arguments(inst, named, rec, CAPACITY)
         partial = [r for r in inst.roots if not view_layout(getattr(named[r], "base", named[r]))[2]]
