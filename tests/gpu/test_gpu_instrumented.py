@@ -89,3 +89,43 @@ def test_int32_offsets_past_two_billion_elements_are_found(tmp_path):
     print(f"embedding int32_offsets, 150000 x 16384 bf16 under --gpu: {seconds:.1f} s, {sorted(found)}")
     assert ("int_overflow", 81, "weight_ptr", "") in found
     assert ("out_of_bounds", 82, "weight_ptr", "before_start") in found
+
+
+BROKEN = '''
+import sys, torch, triton, triton.language as tl
+from tritonkit.check.gpu import device, runtime
+
+@triton.jit
+def broken_guard(off, mask, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G: tl.constexpr,
+                 COUNT: tl.constexpr, SKIP: tl.constexpr):
+    return mask & undefined_name  # noqa: F821 - does not compile
+
+device.guard_offset = broken_guard
+runtime.install(sys.argv[1])
+
+@triton.jit
+def add(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+x = torch.arange(1000, device="cuda", dtype=torch.float32)
+y = torch.empty_like(x)
+add[(4,)](x, y, 1000, BLOCK=256)
+add[(4,)](x, y, 1000, BLOCK=256)
+runtime.uninstall()
+print("equal", bool(torch.equal(y, x + 1)))
+'''
+
+
+def test_a_kernel_whose_instrumented_version_does_not_compile_runs_as_written(tmp_path):
+    """The script goes on with the kernel as written, and the report says it was not checked."""
+    (tmp_path / "s.py").write_text(BROKEN)
+    records = tmp_path / "records.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, str(tmp_path / "s.py"), str(records)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0 and "equal True" in proc.stdout, proc.stderr[-3000:]
+    from tritonkit.check.gpu import runtime
+    _, clean, unchecked = runtime.read(str(records))
+    assert [u["kernel"] for u in unchecked if "did not compile" in u["why"]] == ["add"]

@@ -44,6 +44,7 @@ def install(path: str) -> None:
         OSError: the file cannot be opened.
     """
     global _state
+    from triton.compiler.errors import CompilationError
     from triton.runtime import jit as _jit
     if _state is not None:
         return
@@ -124,7 +125,12 @@ def install(path: str) -> None:
             unchecked(self, f"the views of {', '.join(partial)} have more gaps than the check tells apart (or "
                             "overlapping elements): accesses through them are checked against the view's extent "
                             "and outer gaps only")
-        out = original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
+        try:
+            out = original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
+        except CompilationError as e:  # raised before anything ran: the kernel runs as written, unchecked
+            cache[key] = (self, False)
+            unchecked(self, f"its instrumented version did not compile ({str(e).strip().splitlines()[-1][:300]})")
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         count, rows, cells = take_records(rec, CAPACITY)
         counted = {k: n for k, n in cells.items() if k in inst.sites and inst.sites[k].counted}
         if len(counted) < len(cells):  # a cell no site of this kernel counts into: an unchecked write hit it
