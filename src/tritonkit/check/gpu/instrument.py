@@ -10,15 +10,21 @@ The rewrite works on the kernel's source (its AST), once per kernel and set of t
   exactly one such root is instrumented; others (a pointer made by a call: ``tl.make_block_ptr``,
   a tensor descriptor, a helper's return value; or two roots) are left as they are, and listed.
 * **Offsets in int64.** Every name the instrumented pointers are computed from gets a *shadow*
-  (``name__tk``) assigned next to it: for an integer, its value computed again in int64 from the
-  shadows of its operands (program ids, argument values and loaded integers widened first); for a
-  pointer, its offset in int64 from its root, in the root's elements. The access is then made
-  through ``root + offset``, and its mask becomes
-  ``guard_offset(offset, mask, <the root's view>, ptr, root, ...)`` (:func:`.device.guard_offset`):
-  ``mask`` and inside the view. Masks computed from offsets keep Triton's axis properties
-  (contiguity, divisibility) where masks computed from addresses do not, so a checked load keeps
-  its vector width and its place in a software pipeline. Where the kernel's own pointer differs from
-  ``root + offset``, its int32 arithmetic wrapped: an ``int_overflow`` record.
+  (``name__tk``, :mod:`.shadows`) assigned next to it: for an integer, its value computed again in
+  int64 from the shadows of its operands (program ids, argument values and loaded integers widened
+  first); for a pointer, its offset in int64 from its root, in the root's elements, each integer
+  term added to it checked against its own width (:func:`.device.term`: a term that wraps puts its
+  lane outside every view and marks it). The access is then made through ``root + offset``, and its
+  mask becomes ``guard_offset(offset, mask, <the root's view>, ...)``
+  (:func:`.device.guard_offset`): ``mask`` and inside the view. Masks computed from offsets keep
+  Triton's axis properties (contiguity, divisibility) where masks computed from addresses do not,
+  so a checked load keeps its vector width and its place in a software pipeline.
+* **Loops.** Inside a loop of a kernel that may be replayed (:mod:`.replay`), an access only counts
+  its offending lanes; the runtime replays a launch whose counted accesses offended, with every
+  write skipped, and that replay makes their records (``_tk_replay``, a constexpr parameter).
+* **Tensor descriptors** passed from the host: each ``desc.load`` / ``desc.store`` gets a probe
+  statement before it (:func:`.device.desc_probe2`) checking the block's elements against the
+  view of the descriptor's base tensor.
 * **The view.** An argument's extent (``hi``) and its gaps (a column slice, a step) are passed as
   extra arguments per root (:func:`view_layout`); ``hi`` is specialized by Triton like any integer
   (a multiple of 16 keeps the vector width).
@@ -43,26 +49,19 @@ import inspect
 import os
 import tempfile
 import textwrap
-from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
-#: the names of the accesses rewritten, and the position of their ``mask`` argument
-ACCESSES = {"load": 1, "store": 2, "atomic_add": 2, "atomic_max": 2, "atomic_min": 2, "atomic_and": 2,
-            "atomic_or": 2, "atomic_xor": 2, "atomic_xchg": 2}
+from .replay import helper_writes_of, replayable
+from .shadows import ACCESSES, CONFLICT, SHADOW, TERM, WIDE, Provenance, Shadows, is_tl_call, wide_call, with_shadows
+
 _KIND = {"load": "load", "store": "store"}
 GUARD = "_tritonkit_gpu_guard"  # the names the helpers have in the kernel's module globals
 GUARD_OFFSET = "_tritonkit_gpu_guard_offset"
-WIDE = "_tritonkit_gpu_wide"
-TERM = "_tritonkit_gpu_term"
 PROBE = "_tritonkit_gpu_desc_probe"  # + the descriptor's rank
 REPLAY = "_tk_replay"  # a constexpr parameter: 1 in a replay (writes skipped, counted sites make records)
 #: counted sites at most (device.COUNTED_SITES)
 COUNTED_SITES = 63
 REC, CAP = "_tk_rec", "_tk_cap"
-SHADOW = "__tk"
-#: calls whose value is a function of their arguments alone: computed again inside a shadow
-_PURE = {"arange", "program_id", "num_programs", "full", "zeros", "zeros_like", "full_like", "cdiv", "minimum",
-         "maximum", "abs", "broadcast_to", "reshape", "view", "expand_dims", "trans", "permute"}
-_HINTS = {"multiple_of", "max_contiguous", "max_constancy"}
 #: the per-root extra parameters, in order (``g``: the number of gap levels, a constexpr)
 _ROOT_PARAMS = ("hi", "s1", "e1", "s2", "e2", "g")
 
@@ -124,327 +123,8 @@ class Instrumented:
         return sorted({s.line for s in self.sites.values() if not s.exact})
 
 
-def _is_tl_call(node: ast.Call) -> Optional[str]:
-    """The access name of ``tl.load(...)``-like calls (``tl.X``, ``triton.language.X``)."""
-    f = node.func
-    if not isinstance(f, ast.Attribute) or f.attr not in ACCESSES:
-        return None
-    base = f.value
-    if isinstance(base, ast.Name) and base.id in ("tl", "language"):
-        return f.attr
-    if isinstance(base, ast.Attribute) and base.attr == "language":
-        return f.attr
-    return None
-
-
-def _call_name(node: ast.Call) -> Optional[str]:
-    """``tl.X(...)`` / ``triton.language.X(...)`` -> ``X``; ``v.X(...)`` (a method) -> None."""
-    f = node.func
-    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("tl", "language"):
-        return f.attr
-    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute) and f.value.attr == "language":
-        return f.attr
-    if isinstance(f, ast.Name) and f.id in ("min", "max"):
-        return {"min": "minimum", "max": "maximum"}[f.id]
-    return None
-
-
-def _is_method(node: ast.Call, name: str) -> bool:
-    return isinstance(node.func, ast.Attribute) and node.func.attr == name and _call_name(node) is None
-
-
-class _Provenance:
-    """The parameters each name of a function body may be computed from (flow-insensitive)."""
-
-    def __init__(self, params: List[str]) -> None:
-        self.params = set(params)
-        self.env: Dict[str, Set[str]] = {}
-
-    def of(self, node) -> Set[str]:
-        if isinstance(node, ast.Name):
-            return set(self.env.get(node.id, set())) | ({node.id} if node.id in self.params else set())
-        if isinstance(node, ast.BinOp):
-            return self.of(node.left) | self.of(node.right)
-        if isinstance(node, ast.UnaryOp):
-            return self.of(node.operand)
-        if isinstance(node, ast.Subscript):
-            return self.of(node.value)
-        if isinstance(node, ast.IfExp):
-            return self.of(node.body) | self.of(node.orelse)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "where" \
-                and len(node.args) == 3:
-            return self.of(node.args[1]) | self.of(node.args[2])
-        if isinstance(node, ast.Call) and _call_name(node) in _HINTS and node.args:
-            return self.of(node.args[0])
-        return set()
-
-    def learn(self, body: List[ast.stmt]) -> None:
-        """Propagate through every assignment until nothing changes."""
-        assigns = []
-        for node in ast.walk(ast.Module(body=body, type_ignores=[])):
-            if isinstance(node, ast.Assign):
-                assigns.extend((t, node.value) for t in node.targets)
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-                assigns.append((node.target, node.value if isinstance(node, ast.AnnAssign)
-                                else ast.BinOp(left=node.target, op=node.op, right=node.value)))
-        changed = True
-        while changed:
-            changed = False
-            for target, value in assigns:
-                if isinstance(target, ast.Name):
-                    got = self.of(value)
-                    old = self.env.setdefault(target.id, set())
-                    if not got <= old:
-                        old |= got
-                        changed = True
-
-
-def _names(node) -> Set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def _wide(node) -> ast.Call:
-    return ast.Call(func=ast.Name(id=WIDE, ctx=ast.Load()), args=[node], keywords=[])
-
-
-def _term(native, exact) -> ast.Call:
-    """``term(native, exact)`` (:func:`.device.term`): an offset term checked against its own width."""
-    return ast.Call(func=ast.Name(id=TERM, ctx=ast.Load()), args=[copy.deepcopy(native), exact], keywords=[])
-
-
-_CONFLICT = ("conflict",)
-_INT = ("int",)
-
-
-class _Shadows:
-    """The int64 shadows of the names the instrumented pointers are computed from (see the module).
-
-    A name's kind is ``("int",)``, ``("ptr", root)`` or :data:`_CONFLICT` (no shadow: assigned a
-    pointer and an integer, or pointers of two roots, or a value that cannot be computed again).
-    """
-
-    def __init__(self, fn: ast.FunctionDef, tensors: FrozenSet[str], prov: _Provenance) -> None:
-        self.params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
-        self.constexprs = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
-                           if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
-        self.tensors, self.prov = tensors, prov
-        self.assigns: Dict[str, List[ast.AST]] = {}  # name -> values (None: a tuple element, a loop variable)
-        self.lines: Dict[str, List[int]] = {}
-        self.kinds: Dict[str, tuple] = {}
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Assign):
-                for t in node.targets:
-                    self._target(t, node.value, node.lineno)
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                self._add(node.target.id, ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op,
-                                                    right=node.value), node.lineno)
-            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-                if "constexpr" in ast.unparse(node.annotation):
-                    self.constexprs.add(node.target.id)
-                else:
-                    self._add(node.target.id, node.value, node.lineno)
-            elif isinstance(node, (ast.For, ast.comprehension)):
-                self._target(node.target, None, getattr(node, "lineno", 0))
-            elif isinstance(node, ast.With):
-                for item in node.items:
-                    if item.optional_vars is not None:
-                        self._target(item.optional_vars, None, node.lineno)
-        self._solve()
-
-    def _target(self, t, value, line: int) -> None:
-        if isinstance(t, ast.Name):
-            self._add(t.id, value, line)
-        elif isinstance(t, (ast.Tuple, ast.List)):
-            for e in t.elts:
-                self._target(e, None, line)
-
-    def _add(self, name: str, value, line: int) -> None:
-        self.assigns.setdefault(name, []).append(value)
-        self.lines.setdefault(name, []).append(line)
-
-    def kind(self, node) -> Optional[tuple]:
-        """The kind of an expression's value under the current kinds (None: not known yet)."""
-        if isinstance(node, ast.Name):
-            n = node.id
-            if n in self.assigns:
-                if n in self.tensors:  # a root parameter the body reassigns: starts as the root
-                    return self.kinds.get(n, ("ptr", n))
-                return self.kinds.get(n)
-            if n in self.tensors:
-                return ("ptr", n)
-            return _INT
-        if isinstance(node, ast.Constant):
-            return _INT
-        if isinstance(node, ast.BinOp):
-            a, b = self.kind(node.left), self.kind(node.right)
-            if _CONFLICT in (a, b):
-                return _CONFLICT
-            if a is None or b is None:  # not known yet
-                return None
-            if _CONFLICT in (a, b):
-                return _CONFLICT
-            if a == _INT and b == _INT:
-                return _INT
-            if a[0] == "ptr" and b == _INT and isinstance(node.op, (ast.Add, ast.Sub)):
-                return a
-            if b[0] == "ptr" and a == _INT and isinstance(node.op, ast.Add):
-                return b
-            return _CONFLICT
-        if isinstance(node, ast.UnaryOp):
-            k = self.kind(node.operand)
-            return _CONFLICT if k not in (None, _INT) else k
-        if isinstance(node, ast.Subscript):
-            return self.kind(node.value)
-        if isinstance(node, ast.IfExp):
-            return self._same(self.kind(node.body), self.kind(node.orelse))
-        if isinstance(node, ast.Call):
-            name = _call_name(node)
-            if (name == "where" or _is_method(node, "where")) and len(node.args) == 3:
-                return self._same(self.kind(node.args[1]), self.kind(node.args[2]))
-            if name in _HINTS and node.args:
-                return self.kind(node.args[0])
-            if _is_method(node, "to"):
-                k = self.kind(node.func.value)
-                return _CONFLICT if k is not None and k[0] == "ptr" else (_INT if k is not None else None)
-            if name in ("minimum", "maximum"):
-                return self._same(*(self.kind(a) for a in node.args[:2])) if len(node.args) >= 2 else _INT
-            return _INT
-        return _INT
-
-    @staticmethod
-    def _same(a, b):
-        if a is None or b is None:
-            return a or b
-        return a if a == b else _CONFLICT
-
-    def _solve(self) -> None:
-        """Kinds of the assigned names: a fixed point over their assignments, then names whose value
-        cannot be computed again (:meth:`shadow` fails) marked as conflicts, until nothing changes."""
-        changed = True
-        while changed:
-            changed = False
-            for name, values in self.assigns.items():
-                k = ("ptr", name) if name in self.tensors else None
-                for v in values:
-                    vk = _INT if v is None else self.kind(v)
-                    if v is None and (self.prov.of(ast.Name(id=name, ctx=ast.Load())) & self.tensors):
-                        vk = _CONFLICT  # a loop variable or tuple element computed from a pointer
-                    k = self._same(k, vk)
-                if k is not None and k != self.kinds.get(name):
-                    self.kinds[name] = k
-                    changed = True
-        changed = True
-        while changed:
-            changed = False
-            for name, values in self.assigns.items():
-                if self.kinds.get(name, _CONFLICT) == _CONFLICT:
-                    continue
-                for v in values:
-                    if v is not None and self.assigned(name, v) is None:
-                        self.kinds[name] = _CONFLICT
-                        changed = True
-                        break
-
-    def assigned(self, name: str, value):
-        """The shadow of ``name`` after an assignment of ``value`` to it: the value computed again
-        in int64, or, for an integer that cannot be (a load inside it), its new value widened (its
-        own int32 overflow is then not seen; a pointer's offset must be computed again)."""
-        got = self.shadow(value, whole=name)
-        if got is None and self.kinds.get(name) == _INT:
-            got = _wide(ast.Name(id=name, ctx=ast.Load()))
-        return got
-
-    def shadow(self, node, whole: Optional[str] = None):
-        """The int64 shadow of an expression (an AST), or None where it cannot be computed again.
-        ``whole``: the name the expression is assigned to (a call that is the whole value is then
-        read back from it instead of being made twice)."""
-        if isinstance(node, ast.Name):
-            n = node.id
-            if n in self.assigns:
-                k = self.kinds.get(n)
-                return None if k in (None, _CONFLICT) else ast.Name(id=n + SHADOW, ctx=ast.Load())
-            if n in self.tensors:
-                return ast.Constant(0)
-            if n in self.constexprs or n not in self.params:
-                return ast.Name(id=n, ctx=ast.Load())
-            return _wide(ast.Name(id=n, ctx=ast.Load()))
-        if isinstance(node, ast.Constant):
-            return copy.deepcopy(node)
-        if isinstance(node, ast.BinOp):
-            if self.kind(node) in (None, _CONFLICT):
-                return None
-            left, right = self.shadow(node.left), self.shadow(node.right)
-            if left is None or right is None:
-                return None
-            kl, kr = self.kind(node.left), self.kind(node.right)
-            if kl[0] == "ptr" and kr == _INT and not isinstance(node.right, ast.Constant):
-                right = _term(node.right, right)  # an integer added to a pointer: its own width checked
-            elif kr[0] == "ptr" and kl == _INT and not isinstance(node.left, ast.Constant):
-                left = _term(node.left, left)
-            return ast.BinOp(left=left, op=copy.deepcopy(node.op), right=right)
-        if isinstance(node, ast.UnaryOp):
-            operand = self.shadow(node.operand)
-            return None if operand is None else ast.UnaryOp(op=copy.deepcopy(node.op), operand=operand)
-        if isinstance(node, ast.Subscript):
-            value = self.shadow(node.value)
-            return None if value is None else ast.Subscript(value=value, slice=copy.deepcopy(node.slice),
-                                                            ctx=ast.Load())
-        if isinstance(node, ast.IfExp):
-            body, orelse = self.shadow(node.body), self.shadow(node.orelse)
-            if body is None or orelse is None or self.kind(node) in (None, _CONFLICT):
-                return None
-            return ast.IfExp(test=copy.deepcopy(node.test), body=body, orelse=orelse)
-        if isinstance(node, ast.Call):
-            name = _call_name(node)
-            if (name == "where" or _is_method(node, "where")) and len(node.args) == 3 and not node.keywords:
-                if self.kind(node) in (None, _CONFLICT):
-                    return None
-                a, b = self.shadow(node.args[1]), self.shadow(node.args[2])
-                if a is None or b is None:
-                    return None
-                return ast.Call(func=copy.deepcopy(node.func), args=[copy.deepcopy(node.args[0]), a, b], keywords=[])
-            if name in _HINTS and node.args:
-                x = self.shadow(node.args[0])
-                return None if x is None else ast.Call(func=copy.deepcopy(node.func),
-                                                       args=[x] + copy.deepcopy(node.args[1:]),
-                                                       keywords=copy.deepcopy(node.keywords))
-            if _is_method(node, "to"):
-                x = self.shadow(node.func.value)
-                if x is None:
-                    return None
-                return _wide(ast.Call(func=ast.Attribute(value=x, attr="to", ctx=ast.Load()),
-                                      args=copy.deepcopy(node.args), keywords=copy.deepcopy(node.keywords)))
-            if name in ("minimum", "maximum") and len(node.args) == 2 and not node.keywords:
-                a, b = self.shadow(node.args[0]), self.shadow(node.args[1])
-                if a is None or b is None:
-                    return None
-                return ast.Call(func=copy.deepcopy(node.func), args=[a, b], keywords=[])
-            if whole is not None:  # the whole value: read it back from the name it was assigned to
-                return _wide(ast.Name(id=whole, ctx=ast.Load()))
-            if name in _PURE:
-                return _wide(copy.deepcopy(node))
-            return None
-        if isinstance(node, ast.Attribute):
-            return copy.deepcopy(node)
-        return None
-
-    def needed(self, pointers: List[ast.AST]) -> Set[str]:
-        """The assigned names the pointer expressions are computed from (transitively)."""
-        todo = [n for p in pointers for n in _names(p)]
-        seen: Set[str] = set()
-        while todo:
-            n = todo.pop()
-            if n in seen or n not in self.assigns:
-                continue
-            seen.add(n)
-            for v in self.assigns[n]:
-                if v is not None:
-                    todo.extend(_names(v))
-        return seen
-
-
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, prov: _Provenance, shadows: _Shadows, tensors: FrozenSet[str], first_line: int,
+    def __init__(self, prov: Provenance, shadows: Shadows, tensors: FrozenSet[str], first_line: int,
                  absent: FrozenSet[str] = frozenset()) -> None:
         self.prov, self.shadows, self.tensors, self.first_line, self.absent = prov, shadows, tensors, first_line, absent
         self.sites: Dict[int, Site] = {}
@@ -495,7 +175,7 @@ class _Rewriter(ast.NodeTransformer):
 
     def target(self, node: ast.Call) -> Optional[Tuple[str, ast.AST, str]]:
         """``(access name, pointer expression, root)`` of an access this rewrite instruments."""
-        name = _is_tl_call(node)
+        name = is_tl_call(node)
         if name is None:
             return None
         ptr = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("pointer", "ptr")),
@@ -511,7 +191,7 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call):
         original = copy.deepcopy(node)
         node = self.generic_visit(node)
-        name = _is_tl_call(node)
+        name = is_tl_call(node)
         if name is None:
             f = node.func
             if isinstance(f, ast.Attribute) and (f.attr in ACCESSES or f.attr in ("gather", "scatter")):
@@ -594,76 +274,6 @@ def _with_probes(stmts: List[ast.stmt]) -> List[ast.stmt]:
     return out
 
 
-def _with_shadows(stmts: List[ast.stmt], shadows: _Shadows, needed: Set[str]) -> List[ast.stmt]:
-    """``stmts`` with each needed name's shadow assigned after each assignment of the name (and at
-    the start of a loop's body for its variable)."""
-    def ok(n: str) -> bool:
-        return n in needed and shadows.kinds.get(n) not in (None, _CONFLICT)
-
-    def assign(n: str, value) -> ast.Assign:
-        return ast.Assign(targets=[ast.Name(id=n + SHADOW, ctx=ast.Store())], value=value, lineno=0)
-
-    def after(s: ast.stmt) -> List[ast.stmt]:
-        out = []
-        if isinstance(s, ast.Assign):
-            for t in s.targets:
-                if isinstance(t, ast.Name) and ok(t.id):
-                    out.append(assign(t.id, shadows.assigned(t.id, s.value)))
-                elif isinstance(t, (ast.Tuple, ast.List)):
-                    out.extend(assign(e.id, _wide(ast.Name(id=e.id, ctx=ast.Load()))) for e in t.elts
-                               if isinstance(e, ast.Name) and ok(e.id))
-        elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and ok(s.target.id):
-            n = s.target.id
-            out.append(assign(n, shadows.assigned(n, ast.BinOp(left=ast.Name(id=n, ctx=ast.Load()), op=s.op,
-                                                               right=s.value))))
-        elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None \
-                and ok(s.target.id):
-            out.append(assign(s.target.id, shadows.assigned(s.target.id, s.value)))
-        return [o for o in out if o.value is not None]
-
-    out: List[ast.stmt] = []
-    for s in stmts:
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(s, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                setattr(s, field, _with_shadows(block, shadows, needed))
-        if isinstance(s, ast.For):
-            loop_vars = [s.target] if isinstance(s.target, ast.Name) else \
-                [e for e in getattr(s.target, "elts", []) if isinstance(e, ast.Name)]
-            s.body = [assign(v.id, _wide(ast.Name(id=v.id, ctx=ast.Load()))) for v in loop_vars if ok(v.id)] + s.body
-        out.append(s)
-        out.extend(after(s))
-    return out
-
-
-_PURE_BUILTINS = {"min", "max", "range", "len", "float", "int", "isinstance", "getattr", "hasattr", "abs"}
-#: calls that have an effect a replay must not repeat (other than the writes it skips)
-_EFFECTS = {"device_print", "device_assert", "inline_asm_elementwise", "debug_barrier", "print"}
-
-
-def replayable(fn: ast.FunctionDef, rw: "_Rewriter", helper_writes=None) -> bool:
-    """Whether a launch of the kernel ``fn`` may be run again with its writes skipped (a *replay*,
-    which reads memory as the launch left it and makes the records of its counted sites): no
-    atomic (a replay could not skip one whose result steers the kernel: a lock), every store
-    instrumented (so the replay can skip it), no descriptor access, print or assert, inline
-    assembly, and no helper that may do any of these (``helper_writes(name)``: whether the global
-    function ``name`` may; None: every helper may)."""
-    for node in ast.walk(fn):
-        if not isinstance(node, ast.Call):
-            continue
-        name = _call_name(node)
-        f = node.func
-        if isinstance(f, ast.Attribute) and (f.attr.startswith("atomic") or f.attr in _EFFECTS
-                                             or (name is None and f.attr in ("store", "scatter", "load", "gather"))):
-            return False
-        if name == "store" and rw.target(node) is None:
-            return False
-        if isinstance(f, ast.Name) and f.id not in _PURE_BUILTINS:
-            if f.id in _EFFECTS or helper_writes is None or helper_writes(f.id):
-                return False
-    return True
-
-
 def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
             absent: FrozenSet[str] = frozenset(), helper_writes=None,
             descriptors: FrozenSet[Tuple[str, int]] = frozenset()) -> Tuple[str, Dict[int, Site], List[str],
@@ -682,9 +292,9 @@ def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
     if fn is None:
         raise ValueError("no function definition in the kernel's source")
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
-    prov = _Provenance(params)
+    prov = Provenance(params)
     prov.learn(fn.body)
-    shadows = _Shadows(fn, tensors, prov)
+    shadows = Shadows(fn, tensors, prov)
     rw = _Rewriter(prov, shadows, tensors, first_line, absent)
     pointers = [t[1] for t in (rw.target(n) for n in ast.walk(fn) if isinstance(n, ast.Call)) if t is not None]
     rw.replay = replayable(fn, rw, helper_writes)
@@ -692,18 +302,18 @@ def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
     needed = shadows.needed(pointers)
     body = fn.body
     doc = [body[0]] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
-    body = _with_shadows(body[len(doc):], shadows, needed)
+    body = with_shadows(body[len(doc):], shadows, needed)
     body = _with_probes([rw.visit(s) for s in body])
     prologue = [ast.Assign(targets=[ast.Name(id=root_copy(r), ctx=ast.Store())], value=ast.Name(id=r, ctx=ast.Load()),
                            lineno=0) for r in rw.roots]
     for n in sorted(needed & set(params)):  # a parameter the body reassigns: its shadow starts as the parameter
-        if shadows.kinds.get(n) in (None, _CONFLICT):
+        if shadows.kinds.get(n) in (None, CONFLICT):
             continue
-        start = ast.BinOp(left=_wide(ast.Call(func=ast.Attribute(value=ast.Name(id="tl", ctx=ast.Load()),
+        start = ast.BinOp(left=wide_call(ast.Call(func=ast.Attribute(value=ast.Name(id="tl", ctx=ast.Load()),
                                                                  attr="program_id", ctx=ast.Load()),
                                               args=[ast.Constant(0)], keywords=[])),
                           op=ast.Mult(), right=ast.Constant(0)) if n in tensors \
-            else _wide(ast.Name(id=n, ctx=ast.Load()))
+            else wide_call(ast.Name(id=n, ctx=ast.Load()))
         prologue.append(ast.Assign(targets=[ast.Name(id=n + SHADOW, ctx=ast.Store())], value=start, lineno=0))
     fn.body = doc + prologue + body
     fn.decorator_list = []
@@ -720,35 +330,6 @@ def rewrite(source: str, tensors: FrozenSet[str], first_line: int = 1,
         fn.args.defaults.extend(ast.Constant(0) for _ in extra)
     ast.fix_missing_locations(tree)
     return ast.unparse(fn), rw.sites, rw.roots, rw.skipped, fn.name
-
-
-def _helper_writes(obj, seen: Optional[Set[int]] = None) -> bool:
-    """Whether the global ``obj`` a kernel calls may write or have another effect a replay must
-    not repeat: a ``@triton.jit`` helper whose body (or a helper's it calls) does; anything that is
-    not a helper (a builtin of Triton's, a constexpr function) is taken as pure only where it is one
-    of Triton's own."""
-    seen = set() if seen is None else seen
-    fn = getattr(obj, "fn", None)
-    if fn is None or not hasattr(obj, "arg_names"):  # not a JITFunction
-        module = getattr(obj, "__module__", "") or ""
-        return not module.startswith("triton.language")
-    if id(obj) in seen:
-        return False
-    seen.add(id(obj))
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return True
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        f = node.func
-        if isinstance(f, ast.Attribute) and (f.attr.startswith("atomic") or f.attr in _EFFECTS
-                                             or f.attr in ("store", "scatter")):
-            return True
-        if isinstance(f, ast.Name) and f.id not in _PURE_BUILTINS and _helper_writes(fn.__globals__.get(f.id), seen):
-            return True
-    return False
 
 
 def _folder() -> str:
@@ -772,7 +353,7 @@ def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = froze
     fn = jit_fn.fn
     lines, start = inspect.getsourcelines(fn)
     source, sites, roots, skipped, name = rewrite("".join(lines), tensors, start, absent,
-                                                  helper_writes=lambda n: _helper_writes(fn.__globals__.get(n)),
+                                                  helper_writes=lambda n: helper_writes_of(fn.__globals__.get(n)),
                                                   descriptors=descriptors)
     digest = hashlib.sha256(f"{fn.__code__.co_filename}\0{source}".encode()).hexdigest()[:24]
     path = os.path.join(_folder(), f"{name}_{digest}.py")
