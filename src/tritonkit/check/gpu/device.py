@@ -110,31 +110,18 @@ def term(native, exact):
 
 
 @triton.jit
-def guard_offset(off, mask, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G: tl.constexpr,
-                 COUNT: tl.constexpr, SKIP: tl.constexpr):
-    """The mask of the lanes of an access made through ``root + off`` that may be performed:
-    ``mask`` (None: every lane) and inside the root's view (see the module); none where ``SKIP``
-    (a write during a replay). ``off`` is the access's offset computed again in int64 by the
-    rewritten kernel, with :data:`POISON` added once for each of its terms that wrapped in the
-    kernel's own arithmetic (see :func:`term`). The mask keeps the axis properties of ``off``
-    (contiguity, divisibility), so the access keeps its vector width.
-
-    Offending lanes (active, outside): where ``COUNT`` (an access in a loop, first run) each adds
-    one to the site's counter, by a lane atomic that costs nothing while no lane offends (a replay
-    of the launch makes the records); else one block reduction tells whether any lane of the
-    program offends, and then two records are made: the lanes outside the view at the kernel's own
-    offset (:data:`OUT_OF_BOUNDS`) and the lanes whose offset wrapped (:data:`OVERFLOW`). A wrapped
-    lane's own offset is its exact offset wrapped to int32, which is the kernel's where its offset's
-    terms are int32 (a sum of int32 terms wraps as its terms do, short of crossing the range again).
-    """
-    inb = inside(off, hi, s1, e1, s2, e2, G)
+def _check(inb, mask, off, rec, cap, site: tl.constexpr, COUNT: tl.constexpr, SKIP: tl.constexpr):
+    """The lanes that may be performed: ``mask`` (None: every lane) and ``inb``; none where ``SKIP``
+    (a write during a replay). The offending lanes (active, not ``inb``) are counted where ``COUNT``
+    (one lane atomic each, into the site's counter: nothing to pay while none offends), else one
+    block reduction tells whether the program has any, and then :func:`_record` records them with
+    their offsets ``off``."""
     if mask is None:
         ok = inb
-        active = off == off
+        flag = inb == 0
     else:
         ok = mask & inb
-        active = mask & (off == off)
-    flag = active & (inb == 0)
+        flag = mask & (inb == 0)
     if COUNT:
         tl.atomic_add(tl.broadcast_to(rec + 1 + site, flag.shape), 1, mask=flag, sem="relaxed")
     else:
@@ -147,30 +134,33 @@ def guard_offset(off, mask, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G:
 
 
 @triton.jit
+def guard_offset(off, mask, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G: tl.constexpr,
+                 COUNT: tl.constexpr, SKIP: tl.constexpr):
+    """The mask of the lanes of an access made through ``root + off`` that may be performed:
+    ``mask`` (None: every lane) and inside the root's view (see the module); none where ``SKIP``
+    (a write during a replay). ``off`` is the access's offset computed again in int64 by the
+    rewritten kernel, with :data:`POISON` added once for each of its terms that wrapped in the
+    kernel's own arithmetic (see :func:`term`): such a lane is outside every view. The mask keeps
+    the axis properties of ``off`` (contiguity, divisibility), so the access keeps its vector width.
+    Offending lanes are counted (``COUNT``: an access in a loop, first run; a replay of the launch
+    records them) or recorded (see :func:`_check`)."""
+    return _check(inside(off, hi, s1, e1, s2, e2, G), mask, off, rec, cap, site, COUNT, SKIP)
+
+
+@triton.jit
 def guard(ptr, mask, hi, s1, e1, s2, e2, root, rec, cap, site: tl.constexpr, G: tl.constexpr,
           SKIP: tl.constexpr):
     """The mask of ``ptr``'s lanes that may be performed: ``mask`` (None: every lane) and inside the
     view of the tensor ``root`` points to (see the module), from the addresses themselves. Used
     where the rewrite could not compute the access's offset again (the lanes' mask then loses its
-    vector width). Where some active lane is outside, one :data:`OUT_OF_BOUNDS` record is made. None
+    vector width, and int32 overflow is not seen). Offending lanes are recorded; none is performed
     where ``SKIP`` (a write during a replay)."""
     esz: tl.constexpr = root.dtype.element_ty.primitive_bitwidth // 8
     nbytes: tl.constexpr = ptr.dtype.element_ty.primitive_bitwidth // 8
     diff = ptr.to(tl.int64) - root.to(tl.int64)
     own = tl.where(diff >= 0, diff // esz, -((esz - 1 - diff) // esz))
     inb = inside(own, hi, s1, e1, s2, e2, G) & (diff + nbytes <= hi * esz)
-    if mask is None:
-        ok = inb
-        bad = inb == 0
-    else:
-        ok = mask & inb
-        bad = mask & (inb == 0)
-    n = tl.max(bad.to(tl.int32) + tl.zeros((1,), tl.int32))
-    if n > 0:
-        _record(rec, cap, site, bad, own)
-    if SKIP:
-        ok = ok & False
-    return ok
+    return _check(inb, mask, own, rec, cap, site, 0, SKIP)
 
 
 @triton.jit
@@ -181,12 +171,8 @@ def desc_probe1(o0, n0, st0, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G
     tensor, and a record made where one is outside. The access itself is not changed: a lane
     found here was moved by the hardware (see the report)."""
     idx = o0 + tl.arange(0, B0)
-    active = (idx >= 0) & (idx < n0)
     off = idx.to(tl.int64) * st0
-    flag = active & (inside(off, hi, s1, e1, s2, e2, G) == 0)
-    n = tl.max(flag.to(tl.int32))
-    if n > 0:
-        _record(rec, cap, site, flag, off)
+    _check(inside(off, hi, s1, e1, s2, e2, G), (idx >= 0) & (idx < n0), off, rec, cap, site, 0, 0)
 
 
 @triton.jit
@@ -198,7 +184,4 @@ def desc_probe2(o0, o1, n0, n1, st0, st1, hi, s1, e1, s2, e2, rec, cap, site: tl
     c = o1 + tl.arange(0, B1)
     active = ((r >= 0) & (r < n0))[:, None] & ((c >= 0) & (c < n1))[None, :]
     off = r.to(tl.int64)[:, None] * st0 + c.to(tl.int64)[None, :] * st1
-    flag = active & (inside(off, hi, s1, e1, s2, e2, G) == 0)
-    n = tl.max(tl.max(flag.to(tl.int32), axis=1), axis=0)
-    if n > 0:
-        _record(rec, cap, site, flag, off)
+    _check(inside(off, hi, s1, e1, s2, e2, G), active, off, rec, cap, site, 0, 0)
