@@ -238,6 +238,10 @@ def test_the_records_file_becomes_findings(tmp_path):
     assert (f.kind, f.line, f.arg, f.access, f.count) == ("out_of_bounds", 14, "x_ptr", "load", 25)
     assert f.program_ids == [[2], [3]] and f.element_indices == [[1000], [1023]]
     assert f.reason == "past_end" and "past the end of x_ptr" in f.message
+    assert "check its bound" in f.hint  # the CPU check's hint: sites written before `masked` count as masked
+    # the site of an unmasked access (its 5th field): the hint says to add a mask, as the CPU check's does
+    (g,) = runtime.to_findings([dict(launches[0], sites={"0": [14, "load", "x_ptr", 12, False]})])
+    assert not g.masked and "has no mask" in g.hint
 
 
 def test_records_outside_a_view_and_of_overflow_become_their_findings():

@@ -13,7 +13,7 @@ from ..findings import Violation
 from ..memory import slot_base
 from .base import Access, Check
 
-_REASON_TEXT = {
+REASON_TEXT = {
     "past_end": "past the end of",
     "before_start": "before the start of",
     "outside_view": "outside the view (inside the storage) of",
@@ -39,11 +39,11 @@ class BoundsCheck(Check):
 
     @classmethod
     def message(cls, f) -> str:
-        where = _REASON_TEXT.get(f.reason, "outside")
+        where = REASON_TEXT.get(f.reason, "outside")
         target = f" `{f.arg}`" if f.arg and f.reason != "no_argument" else ""
         msg = f"{f.access} {where}{target}: {_plural(f.count, 'lane')} in {_plural(f.num_programs, 'program')}"
         if len(f.reasons) > 1:
-            msg += " (" + ", ".join(f"{n} {_REASON_TEXT.get(r, r).replace(' of', '').replace(' in', '')}"
+            msg += " (" + ", ".join(f"{n} {REASON_TEXT.get(r, r).replace(' of', '').replace(' in', '')}"
                                     for r, n in sorted(f.reasons.items(), key=lambda kv: -kv[1])) + ")"
         return msg
 

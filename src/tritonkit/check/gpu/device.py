@@ -20,12 +20,14 @@ The slots must be zero before a launch (:mod:`.runtime` zeroes those it read).
 import triton
 import triton.language as tl
 
+from .replay import COUNTED_SITES as _COUNTED_SITES
+
 #: int64 fields per record
 RECORD = 8
-#: int64 cells before the first record: the slots taken, then one lane counter per counted site
-HEADER = 64
 #: counted sites at most (sites past it make records, as outside loops)
-COUNTED_SITES = HEADER - 1
+COUNTED_SITES = _COUNTED_SITES
+#: int64 cells before the first record: the slots taken, then one lane counter per counted site
+HEADER = COUNTED_SITES + 1
 #: the offset bias of the records' lowest and highest fields
 C = tl.constexpr(1 << 61)
 #: a record's last field: the lanes' addresses fall outside the root's view

@@ -51,7 +51,7 @@ import tempfile
 import textwrap
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
-from .replay import helper_writes_of, replayable
+from .replay import COUNTED_SITES, helper_writes_of, replayable
 from .shadows import ACCESSES, CONFLICT, SHADOW, TERM, WIDE, Provenance, Shadows, is_tl_call, wide_call, with_shadows
 
 _KIND = {"load": "load", "store": "store"}
@@ -59,8 +59,6 @@ GUARD = "_tritonkit_gpu_guard"  # the names the helpers have in the kernel's mod
 GUARD_OFFSET = "_tritonkit_gpu_guard_offset"
 PROBE = "_tritonkit_gpu_desc_probe"  # + the descriptor's rank
 REPLAY = "_tk_replay"  # a constexpr parameter: 1 in a replay (writes skipped, counted sites make records)
-#: counted sites at most (device.COUNTED_SITES)
-COUNTED_SITES = 63
 REC, CAP = "_tk_rec", "_tk_cap"
 #: the per-root extra parameters, in order (``g``: the number of gap levels, a constexpr)
 _ROOT_PARAMS = ("hi", "s1", "e1", "s2", "e2", "g")
@@ -92,6 +90,7 @@ class Site:
     exact: bool = True
     counted: bool = False
     label: str = ""  # the argument as findings name it (a descriptor's base: ``x_desc.base``); "": root
+    masked: bool = True  # whether the access has a mask (a descriptor's shape counts as one)
 
     @property
     def arg(self) -> str:
@@ -217,7 +216,6 @@ class _Rewriter(ast.NodeTransformer):
             before = [n for n in self.shadows.lines[ptr.id] if n <= node.lineno]
             ptr_line = self.first_line + (before[-1] if before else self.shadows.lines[ptr.id][-1]) - 1
         counted = bool(self.loops) and self.replay and exact and site < COUNTED_SITES
-        self.sites[site] = Site(line, _KIND.get(name, "atomic"), root, ptr_line, exact, counted)
         pos = ACCESSES[name]
         mask = None
         if len(node.args) > pos:
@@ -226,6 +224,8 @@ class _Rewriter(ast.NodeTransformer):
             kw = next((k for k in node.keywords if k.arg == "mask"), None)
             if kw is not None:
                 mask = kw.value
+        self.sites[site] = Site(line, _KIND.get(name, "atomic"), root, ptr_line, exact, counted,
+                                masked=mask is not None)
         view = [ast.Name(id=param_name(k, root), ctx=ast.Load()) for k in _ROOT_PARAMS[:-1]]
         tail = [ast.Name(id=REC, ctx=ast.Load()), ast.Name(id=CAP, ctx=ast.Load()), ast.Constant(site),
                 ast.Name(id=param_name("g", root), ctx=ast.Load())]
@@ -379,6 +379,14 @@ def instrumented(jit_fn, tensors: FrozenSet[str], absent: FrozenSet[str] = froze
     return Instrumented(jit=jit, sites=sites, roots=roots, skipped=skipped, file=fn.__code__.co_filename)
 
 
+def extent(shape, strides) -> int:
+    """One past the offset (in elements from the first element) of a view's last element: ``1 +
+    sum((n - 1) * s)`` over its dimensions (``shape``, ``strides`` in elements), 0 for an empty view."""
+    if any(int(n) == 0 for n in shape):
+        return 0
+    return 1 + sum((int(n) - 1) * int(s) for n, s in zip(shape, strides))
+
+
 def view_layout(t) -> Tuple[int, List[Tuple[int, int]], bool]:
     """The view of the tensor ``t`` as :func:`.device.inside` checks it: ``(hi, levels, exact)``.
 
@@ -390,21 +398,22 @@ def view_layout(t) -> Tuple[int, List[Tuple[int, int]], bool]:
     overlapping elements as ``as_strided`` makes): then only the outer levels are checked, which
     never reports an element of the view.
     """
+    hi = extent(t.shape, t.stride())
+    if hi == 0:
+        return 0, [], True
     dims = sorted(((int(n), int(s)) for n, s in zip(t.shape, t.stride()) if int(n) > 1 and int(s) != 0),
                   key=lambda d: d[1])
-    if any(int(n) == 0 for n in t.shape):
-        return 0, [], True
     span, levels, exact = 1, [], True
     for n, s in dims:
         if s < span:  # overlapping elements: the extent alone
-            return 1 + sum((n - 1) * s for n, s in dims), [], False
+            return hi, [], False
         if s > span:
             levels.append((s, span))
         span = (n - 1) * s + span
     levels.reverse()
     if len(levels) > 2:
         levels, exact = levels[:2], False
-    return span, levels, exact
+    return hi, levels, exact
 
 
 def extra_arguments(inst: Instrumented, named: Dict[str, object], rec, cap: int,
@@ -426,6 +435,12 @@ def extra_arguments(inst: Instrumented, named: Dict[str, object], rec, cap: int,
         out.update({param_name("hi", root): hi, param_name("s1", root): s1, param_name("e1", root): e1,
                     param_name("s2", root): s2, param_name("e2", root): e2, param_name("g", root): len(levels)})
     return out
+
+
+def root_tensor(value):
+    """The tensor a root argument's accesses are checked against: a descriptor's base tensor, or the
+    argument itself."""
+    return value.base if is_descriptor(value) else value
 
 
 def is_descriptor(value) -> bool:

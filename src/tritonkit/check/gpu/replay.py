@@ -10,6 +10,9 @@ from typing import Optional, Set
 
 from .shadows import call_name
 
+#: the accesses of a kernel that are counted at most (inside loops, before a replay): each has a counter
+#: cell in the record buffer's header (:mod:`.device`); the others record as outside loops
+COUNTED_SITES = 63
 _PURE_BUILTINS = {"min", "max", "range", "len", "float", "int", "isinstance", "getattr", "hasattr", "abs"}
 #: calls that have an effect a replay must not repeat (other than the writes it skips)
 _EFFECTS = {"device_print", "device_assert", "inline_asm_elementwise", "debug_barrier", "print"}

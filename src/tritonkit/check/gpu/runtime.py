@@ -118,9 +118,9 @@ def install(path: str) -> None:
             size, pad = device.HEADER + CAPACITY * device.RECORD, PADDING // 8
             whole = torch.zeros(pad + size + pad, dtype=torch.int64, device=first.device)
             rec = buffers[first.device] = whole[pad:pad + size]
-        from .instrument import extra_arguments, view_layout
+        from .instrument import extra_arguments, root_tensor, view_layout
         extra = extra_arguments(inst, named, rec, CAPACITY)
-        partial = [r for r in inst.roots if not view_layout(getattr(named[r], "base", named[r]))[2]]
+        partial = [r for r in inst.roots if not view_layout(root_tensor(named[r]))[2]]
         if partial:
             unchecked(self, f"the views of {', '.join(partial)} have more gaps than the check tells apart (or "
                             "overlapping elements): accesses through them are checked against the view's extent "
@@ -147,9 +147,9 @@ def install(path: str) -> None:
         if rows or counted:
             meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
             write({"t": "launch", "kernel": self.__name__, "file": inst.file, "count": count,
-                   "sites": {str(k): [s.line, s.access, s.arg, s.ptr_line] for k, s in inst.sites.items()},
-                   "tensors": {s.arg: describe_tensor(s.arg, getattr(named[s.root], "base", named[s.root]))
-                               for s in inst.sites.values()}, "records": rows, "meta": meta,
+                   "sites": {str(k): [s.line, s.access, s.arg, s.ptr_line, s.masked] for k, s in inst.sites.items()},
+                   "tensors": {s.arg: describe_tensor(s.arg, root_tensor(named[s.root])) for s in inst.sites.values()},
+                   "records": rows, "meta": meta,
                    "grid": launch_grid(grid, named), "counted": {str(k): n for k, n in counted.items()},
                    "replayed": replayed})
         else:
@@ -263,16 +263,6 @@ def _valid(row, rec: dict) -> bool:
     return int(row[4]) >= 1 and int(row[7]) in (device.OUT_OF_BOUNDS, device.OVERFLOW)
 
 
-_WHERE = {"past_end": "past the end of", "before_start": "before the start of",
-          "outside_view": "outside the view of"}
-_HINTS = {"past_end": "the access needs a mask that keeps its lanes inside the tensor (offsets < n), or a smaller grid",
-          "before_start": "negative offsets: check the index arithmetic (pid/offset minus something) or mask i >= 0",
-          "outside_view": "the address is inside the tensor's storage but not one of this view's elements: use the "
-                          "view's own strides (x.stride(0)), not those of the tensor it was sliced from",
-          "overflow": "compute offsets in 64 bits: cast the program id or the index first, e.g. pid.to(tl.int64) * "
-                      "stride, or annotate the argument (stride: tl.int64)"}
-
-
 def _reason(t: Optional[dict], lowest: int, highest: int) -> str:
     """Where offending offsets (elements from the view's first element) fall: before the start of the
     tensor's storage, past its end, or inside it but outside the view."""
@@ -292,21 +282,26 @@ def _outside(t: Optional[dict], lowest: int, highest: int) -> bool:
     """Whether offsets (elements from the view's first element) reach outside the view's extent."""
     if t is None:
         return True
-    extent = 1 + sum((int(n) - 1) * int(s) for n, s in zip(t.get("shape") or [], t.get("strides") or [])
-                     if int(n) > 0)
-    return lowest < 0 or highest >= extent
+    from .instrument import extent
+    return lowest < 0 or highest >= extent(t.get("shape") or [], t.get("strides") or [])
 
 
 def to_findings(launches: List[dict]):
     """The records of the launches folded into findings, in the order they were first recorded:
     ``out_of_bounds`` ones per kernel line, access, argument and reason (outside the storage or only
     outside the view), ``int_overflow`` ones per line where the access's pointer was formed."""
-    from ..checks.bounds import BoundsCheck
+    from ..checks.bounds import REASON_TEXT, BoundsCheck
     from ..checks.overflow import OverflowCheck
     from ..findings import Finding
     folds: Dict[tuple, dict] = {}
+
+    def fold(key: tuple, rec: dict, t: Optional[dict], site: list) -> dict:
+        return folds.setdefault(key, {"t": t, "masked": len(site) < 5 or bool(site[4]), "count": 0, "seen": set(),
+                                      "lo": None, "hi": None, "launches": set()})
+
     for rec in launches:
         sites, tensors = rec.get("sites") or {}, rec.get("tensors") or {}
+        where = (rec.get("kernel"), rec.get("file"))
         recorded = {str(r[0]) for r in rec["records"]}
         for site_id, lanes in (rec.get("counted") or {}).items():
             site = sites.get(str(site_id))
@@ -315,9 +310,7 @@ def to_findings(launches: List[dict]):
             # lanes counted in a loop that the replay did not find again (the launch changed what its
             # addresses depend on): the finding, without its programs and elements
             line, access, root = site[:3]
-            key = (rec.get("kernel"), rec.get("file"), line, access, root, "unreplayed", line)
-            f = folds.setdefault(key, {"rec": rec, "t": tensors.get(root), "count": 0, "seen": set(),
-                                       "lo": None, "hi": None, "launches": set()})
+            f = fold(where + (line, access, root, "unreplayed", line), rec, tensors.get(root), site)
             f["count"] += int(lanes)
             f["launches"].add(id(rec))
         for row in rec["records"]:
@@ -329,13 +322,11 @@ def to_findings(launches: List[dict]):
             lowest, highest = int(row[5]), int(row[6])
             keys = []
             if int(row[7]) == device.OVERFLOW:
-                keys.append((rec.get("kernel"), rec.get("file"), int(site[3]) if len(site) > 3 else line, access, root,
-                             "overflow", line))
+                keys.append(where + (int(site[3]) if len(site) > 3 else line, access, root, "overflow", line))
             if int(row[7]) != device.OVERFLOW or _outside(t, lowest, highest):  # the wrapped lanes fall outside
-                keys.append((rec.get("kernel"), rec.get("file"), line, access, root, _reason(t, lowest, highest), line))
+                keys.append(where + (line, access, root, _reason(t, lowest, highest), line))
             for key in keys:
-                f = folds.setdefault(key, {"rec": rec, "t": t, "count": 0, "seen": set(),
-                                           "lo": None, "hi": None, "launches": set()})
+                f = fold(key, rec, t, site)
                 f["count"] += int(row[4])
                 f["launches"].add(id(rec))
                 f["seen"].add(tuple(program_id(row[1:4], rec.get("grid"))))
@@ -353,12 +344,12 @@ def to_findings(launches: List[dict]):
         else:
             elements = f"{root}[{f['lo']}:{f['hi'] + 1}] (flat, the range)"
         common = dict(kernel=str(kernel), file=str(file), line=int(line),
-                      source=linecache.getline(str(file), int(line)).strip(), arg=root,
+                      source=linecache.getline(str(file), int(line)).strip(), arg=root, masked=f["masked"],
                       tensor={"shape": t["shape"], "dtype": t["dtype"], "strides": t["strides"]} if t else None,
                       access=access, count=f["count"], program_ids=programs[:8], num_programs=len(programs),
-                      occurrences=f["count"], launches=len(f["launches"]), hint=_HINTS.get(reason, _HINTS["past_end"]))
+                      occurrences=f["count"], launches=len(f["launches"]))
         if reason == "overflow":
-            out.append(Finding(
+            finding = Finding(
                 kind=OverflowCheck.kind, reason="int32", elements="", element_indices=[],
                 message=f"int32 offset arithmetic overflows: computed in int64, the {access} at "
                         f"{os.path.basename(str(file))}:{at} reaches {elements} of {root} ({shape} "
@@ -366,23 +357,24 @@ def to_findings(launches: List[dict]):
                         f"lanes in {len(programs)} program(s), checked on the GPU",
                 facts=[["feeds", f"the {access} at {os.path.basename(str(file))}:{at}"],
                        ["found by", "the instrumented kernel on the GPU (offsets computed again in int64)"]],
-                **common))
-            continue
-        if reason == "unreplayed":
-            out.append(Finding(
+                **common)
+        elif reason == "unreplayed":
+            finding = Finding(
                 kind=BoundsCheck.kind, elements="", reason="outside", element_indices=[],
                 message=f"{access} outside {root} ({shape} {(t or {}).get('dtype', '')}): {f['count']} lanes, counted "
                         "in a loop on the GPU; the replay of the launch that finds their programs and elements found "
                         "none (the launch changed what the addresses are computed from)",
-                facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]],
-                **common))
-            continue
-        out.append(Finding(
-            kind=BoundsCheck.kind, elements=elements, reason=reason,
-            element_indices=[element_index(t, f["lo"]), element_index(t, f["hi"])] if t and f["lo"] is not None else [],
-            message=f"{access} {_WHERE[reason]} {root} ({shape} {(t or {}).get('dtype', '')}): {f['count']} lanes in "
-                    f"{len(programs)} program(s), checked on the GPU",
-            facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]], **common))
+                facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]], **common)
+        else:
+            finding = Finding(
+                kind=BoundsCheck.kind, elements=elements, reason=reason,
+                element_indices=[element_index(t, f["lo"]), element_index(t, f["hi"])] if t and f["lo"] is not None
+                else [],
+                message=f"{access} {REASON_TEXT[reason]} {root} ({shape} {(t or {}).get('dtype', '')}): "
+                        f"{f['count']} lanes in {len(programs)} program(s), checked on the GPU",
+                facts=[["found by", "the instrumented kernel on the GPU (the lanes were not performed)"]], **common)
+        finding.hint = (OverflowCheck if reason == "overflow" else BoundsCheck).hint(finding)  # the CPU check's hints
+        out.append(finding)
     return out
 
 
