@@ -64,6 +64,7 @@ class Provenance:
         self.env: Dict[str, Set[str]] = {}
 
     def of(self, node) -> Set[str]:
+        """The parameters the expression ``node`` (an AST) may be computed from."""
         if isinstance(node, ast.Name):
             return set(self.env.get(node.id, set())) | ({node.id} if node.id in self.params else set())
         if isinstance(node, ast.BinOp):
@@ -107,6 +108,8 @@ def _names(node) -> Set[str]:
 
 
 def wide_call(node) -> ast.Call:
+    """The AST of ``wide(node)`` (:func:`.device.wide`): ``node`` in int64 where it is a narrower
+    integer tensor."""
     return ast.Call(func=ast.Name(id=WIDE, ctx=ast.Load()), args=[node], keywords=[])
 
 
