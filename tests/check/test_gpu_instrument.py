@@ -420,3 +420,11 @@ def test_a_tensor_descriptors_blocks_are_checked_against_its_base_tensor(tmp_pat
     assert [0, 0] in got["contiguous_strides"]["findings"][0][4]  # row 1 of the first block is in the gap
     padded = {tuple(f[:3]) for f in got["padded_shape"]["findings"]}
     assert padded == {("out_of_bounds", 59, "x_desc.base"), ("out_of_bounds", 63, "y_desc.base")}
+
+
+def test_only_counters_of_counted_sites_are_taken():
+    """A header cell of a site the kernel does not count (an unchecked write ran over it) is set
+    apart, not taken for lanes counted in a loop."""
+    sites = {0: instrument.Site(10, "load", "x", counted=True), 1: instrument.Site(12, "store", "y")}
+    assert runtime.split_counters({0: 3, 1: 7, 40: 1}, sites) == ({0: 3}, {1: 7, 40: 1})
+    assert runtime.split_counters({}, sites) == ({}, {})

@@ -129,3 +129,55 @@ def test_a_kernel_whose_instrumented_version_does_not_compile_runs_as_written(tm
     from tritonkit.check.gpu import runtime
     _, clean, unchecked = runtime.read(str(records))
     assert [u["kernel"] for u in unchecked if "did not compile" in u["why"]] == ["add"]
+
+
+REPLAY_BREAKS = '''
+import sys, torch, triton, triton.language as tl
+from tritonkit.check.gpu import device, runtime
+
+kept = device.guard_offset
+
+@triton.jit
+def replay_breaks(off, mask, hi, s1, e1, s2, e2, rec, cap, site: tl.constexpr, G: tl.constexpr,
+                  COUNT: tl.constexpr, SKIP: tl.constexpr):
+    if SKIP:
+        undefined_name  # noqa: F821 - only the replay (writes skipped) compiles this
+    return kept(off, mask, hi, s1, e1, s2, e2, rec, cap, site, G, COUNT, SKIP)
+
+device.guard_offset = replay_breaks
+runtime.install(sys.argv[1])
+
+@triton.jit
+def row_sums(x_ptr, out_ptr, n, K: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = x_ptr + offs + 2
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for k in range(0, K):
+        acc += tl.load(p, mask=offs < n - k * BLOCK, other=0.0)
+        p += BLOCK
+    tl.store(out_ptr + offs, acc)
+
+x = torch.ones(64, device="cuda")
+out = torch.zeros(16, device="cuda")
+row_sums[(1,)](x, out, 64, K=4, BLOCK=16)
+runtime.uninstall()
+print("sums", out.tolist())
+'''
+
+
+def test_a_replay_that_does_not_compile_keeps_the_first_runs_counts(tmp_path):
+    """Lanes counted in a loop whose replay cannot be compiled: the script goes on, the finding keeps
+    its lane count (without programs), and the report says why."""
+    (tmp_path / "s.py").write_text(REPLAY_BREAKS)
+    records = tmp_path / "records.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, str(tmp_path / "s.py"), str(records)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0 and "sums" in proc.stdout, proc.stderr[-3000:]
+    from tritonkit.check.gpu import runtime
+    launches, _, unchecked = runtime.read(str(records))
+    assert any("replay" in u["why"] and "did not compile" in u["why"] for u in unchecked)
+    (f,) = runtime.to_findings(launches)
+    # the pointer starts 2 elements in: the last iteration's lanes 14 and 15 reach past the end
+    assert (f.kind, f.reason, f.count, f.program_ids) == ("out_of_bounds", "outside", 2, [])

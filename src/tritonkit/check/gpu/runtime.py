@@ -132,29 +132,37 @@ def install(path: str) -> None:
             unchecked(self, f"its instrumented version did not compile ({str(e).strip().splitlines()[-1][:300]})")
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         count, rows, cells = take_records(rec, CAPACITY)
-        counted = {k: n for k, n in cells.items() if k in inst.sites and inst.sites[k].counted}
-        if len(counted) < len(cells):  # a cell no site of this kernel counts into: an unchecked write hit it
+        counted, stray = split_counters(cells, inst.sites)
+        if stray:
             unchecked(self, "an access tritonkit did not check wrote into its record buffer's counters: "
                             "they were left out")
         replayed = False
-        if counted:  # counted sites (in loops) offended: a replay, writes skipped, makes their records
-            extra[REPLAY] = 1
-            original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
-            more, again, _ = take_records(rec, CAPACITY)
-            rows += [r for r in again if inst.sites.get(r[0]) is not None and inst.sites[r[0]].counted]
-            count += more
-            replayed = True
-        if rows or counted:
-            meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
-            write({"t": "launch", "kernel": self.__name__, "file": inst.file, "count": count,
-                   "sites": {str(k): [s.line, s.access, s.arg, s.ptr_line, s.masked] for k, s in inst.sites.items()},
-                   "tensors": {s.arg: describe_tensor(s.arg, root_tensor(named[s.root])) for s in inst.sites.values()},
-                   "records": rows, "meta": meta,
-                   "grid": launch_grid(grid, named), "counted": {str(k): n for k, n in counted.items()},
-                   "replayed": replayed})
-        else:
-            clean[self.__name__] = clean.get(self.__name__, 0) + 1
-            write_clean()
+        try:
+            if counted:  # counted sites (in loops) offended: a replay, writes skipped, makes their records
+                extra[REPLAY] = 1
+                try:
+                    original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
+                except CompilationError as e:  # the first run's counts are reported, without programs
+                    unchecked(self, "its replay (which finds the programs of lanes counted in loops) did not compile "
+                                    f"({str(e).strip().splitlines()[-1][:300]})")
+                else:
+                    more, again, _ = take_records(rec, CAPACITY)
+                    rows += [r for r in again if r[0] in counted]
+                    count += more
+                    replayed = True
+        finally:  # written before anything the replay raises goes on: the first run's findings are kept
+            if rows or counted:
+                meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
+                write({"t": "launch", "kernel": self.__name__, "file": inst.file, "count": count,
+                       "sites": {str(k): [s.line, s.access, s.arg, s.ptr_line, s.masked]
+                                 for k, s in inst.sites.items()},
+                       "tensors": {s.arg: describe_tensor(s.arg, root_tensor(named[s.root]))
+                                   for s in inst.sites.values()},
+                       "records": rows, "meta": meta, "grid": launch_grid(grid, named),
+                       "counted": {str(k): n for k, n in counted.items()}, "replayed": replayed})
+            else:
+                clean[self.__name__] = clean.get(self.__name__, 0) + 1
+                write_clean()
         return out
 
     try:
@@ -176,6 +184,14 @@ def _own(off: int) -> int:
         return off
     exact = off - k * poison
     return (exact + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def split_counters(cells: Dict[int, int], sites: Dict[int, object]) -> Tuple[Dict[int, int], Dict[int, int]]:
+    """The header's nonzero lane counters (``cells``: site -> lanes) split into those of the kernel's
+    counted sites (``sites``: site -> :class:`~.instrument.Site`) and the rest, which only a write
+    tritonkit did not check can have put there: ``(counted, stray)``."""
+    counted = {k: n for k, n in cells.items() if k in sites and getattr(sites[k], "counted", False)}
+    return counted, {k: n for k, n in cells.items() if k not in counted}
 
 
 def take_records(rec, cap: int) -> Tuple[int, List[list], Dict[int, int]]:
