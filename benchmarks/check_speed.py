@@ -468,6 +468,7 @@ sys.path.insert(0, {here!r})
 import torch, triton
 import check_speed
 label, mode, quick, large, mib, runs = {label!r}, {mode!r}, {quick!r}, {large!r}, {mib!r}, {runs!r}
+workers = {workers!r}
 if label == "softmax 8192x8192":
     case = check_speed._softmax_case(1024, 1024) if quick else check_speed._softmax_case(8192, 8192)
 else:
@@ -479,24 +480,27 @@ for _ in range(runs):
     if mode != "plain":  # the session starts before the script, as under `tritonkit check`: timed apart
         s0 = time.perf_counter()
         import tritonkit
-        scope = tritonkit.checking(batch_memory=None if mib is None else int(mib) << 20)
+        scope = tritonkit.checking(batch_memory=None if mib is None else int(mib) << 20, workers=workers)
         session = scope.__enter__()
         starts.append(time.perf_counter() - s0)
-    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    r0, c0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
     case.run(inputs)
-    t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    t1 = time.perf_counter()
+    r1, c1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     if session is not None:
         scope.__exit__(None, None, None)
         assert not session.findings, session.findings
     times.append(t1 - t0)
-    cpu.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
-print(json.dumps({{"times": times, "cpu": cpu, "starts": starts,
-                  "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}}))
+    # forked share workers' CPU time too (they are waited for before the launch returns)
+    cpu.append(sum(getattr(b, f) - getattr(a, f) for a, b in ((r0, r1), (c0, c1)) for f in ("ru_utime", "ru_stime")))
+peak = max(resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+print(json.dumps({{"times": times, "cpu": cpu, "starts": starts, "peak_gib": peak / 2**20}}))
 '''
 
 
 def fresh_process(label: str, mode: str, quick: bool = False, large: bool = True, mib: Optional[int] = None,
-                  runs: int = 3, cache: Optional[str] = None) -> dict:
+                  runs: int = 3, cache: Optional[str] = None, workers: Optional[int] = None) -> dict:
     """Run the case named ``label`` (``f"{name} {size}"``, or ``"softmax 8192x8192"``) ``runs`` times
     in a new Python process: ``mode`` "plain" (``TRITON_INTERPRET=1``) or "tritonkit"
     (``checking(batch_memory=mib MiB)``, default budget when None), with tritonkit's caches under
@@ -523,7 +527,8 @@ def fresh_process(label: str, mode: str, quick: bool = False, large: bool = True
     if mode == "plain":
         env["TRITON_INTERPRET"] = "1"
     here = os.path.dirname(os.path.abspath(__file__))
-    code = _FRESH_CHILD.format(here=here, label=label, mode=mode, quick=quick, large=large, mib=mib, runs=runs)
+    code = _FRESH_CHILD.format(here=here, label=label, mode=mode, quick=quick, large=large, mib=mib, runs=runs,
+                               workers=workers)
     with tempfile.TemporaryDirectory(prefix="tritonkit-bench-") as empty:
         env["TRITONKIT_CACHE_DIR"] = os.path.join(cache or empty, "tune")  # the check cache: its sibling
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=3600)
@@ -533,14 +538,15 @@ def fresh_process(label: str, mode: str, quick: bool = False, large: bool = True
 
 
 def fresh_benchmark(cases: List[Case], quick: bool, large: bool,
-                    log: Optional[Callable[[str], None]] = None) -> List[dict]:
+                    log: Optional[Callable[[str], None]] = None, workers: Optional[int] = None) -> List[dict]:
     """Per case, in fresh processes: the plain interpreter's first launch and peak RSS; tritonkit's
     first launch with an empty disk cache (a kernel never checked on this machine), its best warm
     launch (of the next two in that process), the cores it used over the first launch (CPU seconds
     / wall seconds) and its peak RSS; then tritonkit's first launch in another new process that
     finds what the first one left in the disk cache (a script run again). The session's start in
     the first process (importing tritonkit's checker, installing its hooks) is timed apart.
-    tritonkit's bytecode is compiled first, as an installed package has it."""
+    tritonkit's bytecode is compiled first, as an installed package has it. ``workers``: the
+    session's (None: its default, every usable core)."""
     import compileall
     import tempfile
     compileall.compile_dir(os.path.dirname(tritonkit.__file__), quiet=1)
@@ -549,8 +555,8 @@ def fresh_benchmark(cases: List[Case], quick: bool, large: bool,
         label = f"{case.name} {case.size}"
         plain = fresh_process(label, "plain", quick=quick, large=large, runs=1)
         with tempfile.TemporaryDirectory(prefix="tritonkit-bench-") as cache:
-            tk = fresh_process(label, "tritonkit", quick=quick, large=large, runs=3, cache=cache)
-            again = fresh_process(label, "tritonkit", quick=quick, large=large, runs=1, cache=cache)
+            tk = fresh_process(label, "tritonkit", quick=quick, large=large, runs=3, cache=cache, workers=workers)
+            again = fresh_process(label, "tritonkit", quick=quick, large=large, runs=1, cache=cache, workers=workers)
         row = {"name": case.name, "size": case.size, "plain_first_s": plain["times"][0],
                "first_s": tk["times"][0], "first_cached_s": again["times"][0], "warm_s": min(tk["times"][1:]),
                "cores_used": tk["cpu"][0] / tk["times"][0], "plain_peak_gib": plain["peak_gib"],
@@ -594,6 +600,49 @@ def render_fresh(rows: List[dict], info: Dict[str, str]) -> None:
                       f"{worst[key]:.1f}x ({worst['name']} {worst['size']}; goal >= 15x)")
     console.print(f"peak RSS at most {max(r['peak_ratio'] for r in rows):.2f}x the plain interpreter's (goal <= 1.5x)")
     console.print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
+
+
+def shares_cases(quick: bool) -> List[Case]:
+    """Launches of 0.5-2 s checked serially on the CPU machine (``--shares``), and the 4x suite."""
+    if quick:
+        return [_matmul_case(256, 256, 256), _softmax_case(512, 1024)]
+    return [_add_case(1 << 26), _softmax_case(16384, 4096), _matmul_case(2048, 1024, 512),
+            _layer_norm_case(16384, 4096), _attention_case(16, 1024)] + suite(False)[5:]
+
+
+def shares_benchmark(cases: List[Case], repeat: int, log: Optional[Callable[[str], None]] = None) -> List[dict]:
+    """Per case, in this process: the best of ``repeat`` launches under ``checking(nan=True)`` with one
+    process (``workers=1``) and with the default (every usable core: launches worth it are shared
+    out between forked workers), after one untimed launch each; outputs compared bit for bit. The
+    disk cache is off: whether a launch is shared out rests on this process's own measures."""
+    import resource
+    rows = []
+    for case in cases:
+        inputs = case.make()
+        got = {}
+        for workers in (1, None):
+            with tritonkit.checking(nan=True, workers=workers) as session:
+                out = case.run(inputs)
+                times, cpu = [], []
+                for _ in range(repeat):
+                    r0 = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+                    t0 = time.perf_counter()
+                    case.run(inputs)
+                    times.append(time.perf_counter() - t0)
+                    r1 = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+                    cpu.append(sum(b.ru_utime - a.ru_utime + b.ru_stime - a.ru_stime for a, b in zip(r0, r1)))
+            best = int(np.argmin(times))
+            got[workers] = (out, times[best], cpu[best] / times[best], session.launches[-1].processes)
+        if not torch.equal(got[1][0], got[None][0]):
+            raise AssertionError(f"{case.name} {case.size}: outputs differ between one process and shares")
+        row = {"name": case.name, "size": case.size, "programs": case.programs, "serial_s": got[1][1],
+               "shared_s": got[None][1], "processes": got[None][3], "cores_used": got[None][2]}
+        row["speedup"] = row["serial_s"] / row["shared_s"]
+        rows.append(row)
+        if log:
+            log(f"{case.name} {case.size:<40} one process {row['serial_s']:7.3f} s  shared {row['shared_s']:7.3f} s "
+                f"({row['processes']} processes, {row['cores_used']:.2f} cores)  {row['speedup']:.2f}x")
+    return rows
 
 
 def native_seconds(case: Case, inputs: dict, repeat: int) -> List[float]:
@@ -660,6 +709,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--fresh", action="store_true",
                    help="each kernel's first launch in a fresh process: plain interpreter against tritonkit's "
                         "first and warm launches, cores used, peak RSS")
+    p.add_argument("--workers", type=int, help="--fresh: tritonkit's processes per launch (default: every usable core)")
+    p.add_argument("--shares", action="store_true",
+                   help="launches of 0.5-2 s and the 4x suite checked in one process against shared out between "
+                        "forked workers (every usable core)")
     p.add_argument("--triton-viz-child", type=int, metavar="CASE", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.triton_viz_child is not None:
@@ -674,14 +727,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     if triton_viz_available():
         def viz(case):
             return viz_seconds(all_cases.index(case), args.repeat, args.quick, not args.base_only)
+    if args.shares:
+        os.environ["TRITONKIT_CHECK_CACHE"] = "0"  # decided by this process's own measures, not a disk cache's
+        info = machine_info(False)
+        rows = shares_benchmark(shares_cases(args.quick), args.repeat, log=lambda m: print(m, flush=True))
+        print(f"geometric mean one process / shared: {geomean([r['speedup'] for r in rows]):.2f}x; machine: "
+              + ", ".join(f"{k} {v}" for k, v in info.items()))
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"machine": info, "shares": True, "results": rows}, fh, indent=2)
+        return 0
     if args.fresh:
         info = machine_info(False)
         rows = fresh_benchmark(cases, args.quick, not args.base_only,
-                               log=lambda m: print(m, file=sys.stderr, flush=True))
+                               log=lambda m: print(m, file=sys.stderr, flush=True), workers=args.workers)
         render_fresh(rows, info)
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({"machine": info, "fresh": True, "results": rows}, fh, indent=2)
+                json.dump({"machine": info, "fresh": True, "workers": args.workers, "results": rows}, fh, indent=2)
         return 0
     _warm_up(modes)
     info = machine_info(viz is not None)

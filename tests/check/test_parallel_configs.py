@@ -12,6 +12,7 @@ import triton.language as tl
 
 import tritonkit
 from tritonkit.check import CheckAborted
+from tritonkit.check import forks
 from tritonkit.check.launch import parallel
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are forked")
@@ -119,7 +120,7 @@ def _hang(nargs):
 @pytest.mark.parametrize("hook", [_crash, _raise, _hang], ids=["dies", "raises", "hangs"])
 @pytest.mark.parametrize("block", [64, 512])
 def test_a_config_a_worker_cannot_finish_is_run_by_the_parent(hook, block, capfd, monkeypatch, taken):
-    monkeypatch.setattr(parallel, "MIN_STALL", 2.0)
+    monkeypatch.setattr(forks, "MIN_STALL", 2.0)
     serial = _check(_kernel(_configs(block, hook)), 1, capfd)
     start = time.monotonic()
     assert _check(_kernel(_configs(block, hook)), 3, capfd) == serial

@@ -331,11 +331,11 @@ def _after_fork_in_child() -> None:
     """In a process just forked from a checked one: from now on, its own journal with only its own
     findings and launches (the parent's stay the parent's)."""
     from .findings import FindingLog
-    from .launch import parallel
+    from . import forks
     from .launch.active import active_session
     from .checks import KINDS
 
-    if parallel.IN_WORKER_FORK:  # a worker checking configs: its results go back to this process
+    if forks.IN_WORKER_FORK:  # a worker (configs or a launch share): its results go back to this process
         return
 
     session = active_session()

@@ -59,8 +59,10 @@ class CheckSession:
             is found (and launch records as they end), so that another process can report them
             even if this one ends hard; None for none.
         workers: processes that check an autotuned kernel's configs at once (see
-            :mod:`~tritonkit.check.launch.parallel`); None: ``TRITONKIT_WORKERS`` if set, else the
-            cores this process may use (``os.sched_getaffinity``); 1: one config after another.
+            :mod:`~tritonkit.check.launch.parallel`) and that a long launch's programs are shared
+            out between (:mod:`~tritonkit.check.engine.shares`); None: ``TRITONKIT_WORKERS`` if set,
+            else the cores this process may use (``os.sched_getaffinity``); 1: everything in this
+            process.
 
     Raises:
         ValueError: an unknown ``engine`` or ``outputs``, a ``batch_memory`` that is not a positive integer,
@@ -88,7 +90,7 @@ class CheckSession:
             raise ValueError(f"batch_memory must be a positive number of bytes, not {batch_memory!r}")
         self.engine = engine
         self.batch_memory = batch_memory
-        from .launch.parallel import resolve_workers
+        from .forks import resolve_workers
         self.workers = resolve_workers(workers)
         self.checks: List[Check] = default_checks(nan=nan) if checks is None else make_checks(checks)
         #: the checks' hooks by event (what the builder calls)
@@ -292,8 +294,10 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
             stopped as stalled (None: 100000; 0: never).
         journal: a :class:`~tritonkit.check.journal.Journal` to write every finding to as it is
             found (None: none; ``tritonkit check`` and its child processes journal).
-        workers: processes that check an autotuned kernel's configs at once (None: as many as the
-            cores this process may use, or ``TRITONKIT_WORKERS``; 1: one config after another).
+        workers: processes that check an autotuned kernel's configs at once, and that a long
+            launch's programs are shared out between (see :mod:`tritonkit.check.engine.shares`; None:
+            as many as the cores this process may use, or ``TRITONKIT_WORKERS``; 1: everything in
+            this process).
 
     Yields:
         the :class:`CheckSession`; read ``session.findings`` after the block.

@@ -65,8 +65,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     c.add_argument("--batch-memory", type=int, metavar="MB",
                    help="the most memory one value of a batch of programs may take, in MiB (default 4)")
     c.add_argument("--workers", type=int, metavar="N", default=None,
-                   help="processes that check an autotuned kernel's configs at once (default: the cores this "
-                        "process may use, or $TRITONKIT_WORKERS; 1: one config after another)")
+                   help="processes that check an autotuned kernel's configs at once, and that a long launch's "
+                        "programs are shared out between (default: the cores this process may use, or "
+                        "$TRITONKIT_WORKERS; 1: everything in this process)")
     c.add_argument("--outputs", choices=("checked", "gpu"), default="checked",
                    help="where a launch on CUDA tensors gets its results: checked (default: the interpreter's) or "
                         "gpu (checked, then run natively when it had no finding: the program sees the GPU's results)")

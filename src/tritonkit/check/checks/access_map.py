@@ -59,6 +59,18 @@ class _Map:
     oob_lanes: int = 0
     oob_truncated: bool = False
 
+    def add_oob(self, key: Tuple[int, int, str], lanes: int) -> bool:
+        """Count ``lanes`` lanes outside the tensor at ``key`` (row, col, access kind); False where the
+        element is not kept (``MAX_OOB`` are already: the map is then marked truncated)."""
+        if key in self.oob:
+            self.oob[key] += lanes
+        elif len(self.oob) < MAX_OOB:
+            self.oob[key] = lanes
+        else:
+            self.oob_truncated = True
+            return False
+        return True
+
     def to_dict(self, programs: int) -> dict:
         """Plain JSON data: ``reads``/``writes`` (lanes per bin), ``read_program``/``write_program``
         (the highest linear id of the programs that read/wrote in the bin, -1 none: programs have no
@@ -134,6 +146,48 @@ class AccessMap(Check):
         if st["maps"] is not None:
             programs = int(np.prod(launch.grid))
             r.access_maps = [m.to_dict(programs) for m in st["maps"].values()]
+
+    # --- a launch shared out between processes -----------------------------------------------------------
+    def share_begin(self, launch) -> None:
+        st = self._state
+        if st is not None:  # from here on, this worker's share only: counts, elements and maps from zero
+            self._state = {"maps": {} if st["maps"] is not None else None, "seen": {}, "counts": [0, 0],
+                           "untracked": False}
+
+    def share_export(self, launch):
+        st = self._state
+        if st is None:
+            return None
+        seen = {key: (s.itemsize, s.read.shape[0], np.packbits(s.read), np.packbits(s.written))
+                for key, s in st["seen"].items()}
+        return {"counts": st["counts"], "untracked": st["untracked"], "seen": seen, "maps": st["maps"]}
+
+    def share_merge(self, launch, state, written) -> None:
+        st = self._state
+        if st is None or state is None:
+            return
+        st["counts"][0] += state["counts"][0]
+        st["counts"][1] += state["counts"][1]
+        st["untracked"] = st["untracked"] or state["untracked"]
+        for key, (itemsize, n, read, wrote) in state["seen"].items():
+            seen = st["seen"].get(key)
+            if seen is None:
+                seen = st["seen"][key] = _Seen(n * itemsize, itemsize)
+            seen.read |= np.unpackbits(read, count=n).astype(bool)
+            seen.written |= np.unpackbits(wrote, count=n).astype(bool)
+        for slot, theirs in (state["maps"] or {}).items():
+            m = st["maps"].get(slot)
+            if m is None:
+                st["maps"][slot] = theirs
+                continue
+            m.reads += theirs.reads
+            m.writes += theirs.writes
+            np.maximum(m.read_program, theirs.read_program, out=m.read_program)
+            np.maximum(m.write_program, theirs.write_program, out=m.write_program)
+            m.oob_lanes += theirs.oob_lanes
+            m.oob_truncated = m.oob_truncated or theirs.oob_truncated
+            for key, k in theirs.oob.items():  # in the order the worker met them, as a serial run would
+                m.add_oob(key, k)
 
     # --- per access ----------------------------------------------------------------------------------
     def on_access(self, launch, access: Access, res) -> None:
@@ -234,14 +288,8 @@ class AccessMap(Check):
             added = []
             for (r, c), k in zip(keys.tolist(), lanes.tolist()):
                 key = (r, c, access.kind)
-                if key in m.oob:
-                    m.oob[key] += k
-                elif len(m.oob) < MAX_OOB:
-                    m.oob[key] = k
-                else:
-                    m.oob_truncated = True
-                    continue
-                added.append((key, k))
+                if m.add_oob(key, k):
+                    added.append((key, k))
             launch.on_undo(lambda mm=m, a=added, nb=n_bad: _unoob(mm, a, nb))
 
     def _new_map(self, region) -> _Map:

@@ -92,7 +92,8 @@ class Check(FindingKind):
     * session: :meth:`begin_session`, :meth:`end_session`; :meth:`save_state` /
       :meth:`restore_state` around each config an autotuned kernel is checked under;
     * launch: :meth:`begin_launch`, :meth:`end_launch`, :meth:`on_program` (before each program or
-      batch of programs);
+      batch of programs); :meth:`share_begin`, :meth:`share_export`, :meth:`share_merge` where a
+      launch's programs are shared out between processes;
     * memory: :meth:`on_address` (an address that carries lane taints), :meth:`on_access` (before a
       load, store or atomic is performed; may clear lanes), :meth:`on_load` (after a load filled its
       value), :meth:`on_store` (before a store or atomic writes);
@@ -136,6 +137,22 @@ class Check(FindingKind):
 
     def on_program(self, launch) -> None:
         """A program (``launch.pid_linear``), or a batch of programs (``launch.batch``), starts."""
+
+    # --- a launch shared out between processes (see tritonkit.check.engine.shares) ----------------
+    # A check whose state changes while a launch's batches run (what it registers with
+    # ``launch.on_undo``) must carry those changes from a worker to the parent with these three.
+    def share_begin(self, launch) -> None:
+        """In a worker, before it runs its share: start collecting what the share changes."""
+
+    def share_export(self, launch) -> Any:
+        """In a worker, after its share ran: what it changed in this check's state (picklable;
+        None: nothing)."""
+        return None
+
+    def share_merge(self, launch, state: Any, written: Sequence[tuple]) -> None:
+        """In the parent: take in a worker's :meth:`share_export` (shares in program order).
+        ``written``: the worker's writes, ``(storage, cell bytes, lo, hi)`` with cell intervals
+        ``[lo, hi)`` (int64 arrays), already in memory."""
 
     # --- memory ----------------------------------------------------------------------------------
     def on_address(self, launch, access: Access, ptrs, mask: Optional[np.ndarray], res) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..findings import Violation
-from ..memory import element_cells
+from ..memory import element_cells, interval_cells
 from .base import Access, Check
 
 # torch dtype -> the bit pattern of the sentinel, as an unsigned integer of the element's size
@@ -305,6 +305,26 @@ class UninitializedCheck(Check):
                 tr = None
         state[key] = tr
         return tr
+
+    def share_merge(self, launch, state, written) -> None:
+        """A worker's stores and atomics initialized the elements they wrote (as they would have here)."""
+        if _registry is None or not _registry.tracked:
+            return
+        for storage, g, lo, hi in written:
+            tr = self._tracked(launch, storage)
+            if tr is None:
+                continue
+            first = (lo * g) // tr.g
+            last = np.minimum(-(-(hi * g) // tr.g), tr.ncells)
+            uninit = tr.cells()
+            if first.shape[0] > 64:  # scattered: one index array
+                pieces = [interval_cells(first, last)]
+            else:
+                pieces = [slice(a, b) for a, b in zip(first.tolist(), last.tolist())]
+            for cells in pieces:
+                old = uninit[cells].copy()
+                launch.on_undo(lambda u=uninit, c=cells, o=old: u.__setitem__(c, o))
+                uninit[cells] = False
 
     def on_access(self, launch, access: Access, res) -> None:
         if res.n == 0 or _registry is None or not _registry.tracked:

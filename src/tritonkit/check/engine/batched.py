@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
+import time
 import traceback
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -43,6 +45,7 @@ from ..interp import disk_cache
 from ..interp.batched import BatchedBuilder
 from ..interp.kernels import rewritten
 from ..triton_hooks import patched_language
+from . import shares
 from .base import Engine
 from .guard import Guard, NeedPrecise
 from .transaction import Transaction
@@ -62,6 +65,10 @@ _PROBE = 4  # programs in the first batch, which measures the values' size per p
 # its values are block-shaped, so later launches of it size their first batch from this, without a probe
 _PER_PROGRAM: Dict[tuple, float] = {}
 _MAX_BATCH = 1 << 16
+# seconds a program of a specialization took and bytes it wrote (``Launch.spec_key``): whether a launch is worth sharing
+# out between processes (see .shares) is decided from it before its first batch
+_SECONDS: Dict[tuple, Tuple[float, float]] = {}
+_UNSHARED: Dict[tuple, bool] = {}  # specializations not to share out (see _unshare)
 _DEBUGGER_NAMES = frozenset({"breakpoint", "set_trace"})
 _debugs: Dict[Any, bool] = {}
 
@@ -114,33 +121,69 @@ class BatchedEngine(Engine):
             launch.builder = sequential
             launch.batch = None
 
-    def _run(self, launch, fn, call_args, precise: frozenset = frozenset()) -> Optional[str]:
+    def _run(self, launch, fn, call_args, precise: frozenset = frozenset(), share: bool = True) -> Optional[str]:
         total = launch.grid[0] * launch.grid[1] * launch.grid[2]
         builder = launch.builder
         whole = launch.hooks.whole_launch  # e.g. data_race runs: one guard over the launch
         why = ("they are checked for data races one program at a time" if whole
                else "they are run one at a time, in order")
         tx = Transaction(launch, Guard(why, precise))
-        first = 0
-        per_program = known = _known_per_program(launch)
-        size = int(max(1, min(_MAX_BATCH, self.budget // per_program))) if per_program else _PROBE
-        try:
-            while first < total:
-                n = min(size, total - first)
-                if not whole and first:
-                    tx.guard = Guard(why, precise)
+        known = _known_per_program(launch)
+        sizing = {"per_program": known, "size": int(max(1, min(_MAX_BATCH, self.budget // known))) if known else _PROBE}
+        share = share and not _unshared(launch)
+        seconds = _known_seconds(launch) if share else None  # per program, for sharing the launch out
+
+        def run_range(lo: int, hi: int) -> None:  # in batches, all under tx.guard as it is
+            first = lo
+            while first < hi:
+                n = min(sizing["size"], hi - first)
                 builder.max_bytes = 0
                 _run_groups(launch, tx, fn, call_args, np.arange(first, first + n, dtype=np.int64))
                 first += n
-                per_program = max(per_program, builder.max_bytes / max(1, n))
-                size = int(max(1, min(_MAX_BATCH, self.budget // max(1.0, per_program))))
+                per = sizing["per_program"] = max(sizing["per_program"], builder.max_bytes / max(1, n))
+                sizing["size"] = int(max(1, min(_MAX_BATCH, self.budget // max(1.0, per))))
                 if builder.max_bytes:
-                    _PER_PROGRAM[launch.spec_key] = per_program
-            if per_program > known:
-                disk_cache.store_number("batch", _disk_key(launch), per_program)
+                    _PER_PROGRAM[launch.spec_key] = per
+
+        try:
+            first, batches, shared, began = 0, 0, False, time.perf_counter()
+            while first < total:
+                if seconds is not None:
+                    left = total - first
+                    k = shares.processes_for(launch.session, seconds[0] * left, seconds[1] * left, left)
+                    if k > 1:
+                        start = time.perf_counter()
+                        shares.run_shared(launch, tx, run_range, first, total, k, lambda: Guard(why, precise), whole)
+                        if (time.perf_counter() - start) / left > (1.0 - shares.MIN_SAVING / 2) * seconds[0]:
+                            _unshare(launch)  # it did not pay: this specialization runs in one process from now on
+                        shared = True
+                        break
+                n = min(sizing["size"], total - first)
+                if not whole and first:
+                    tx.guard = Guard(why, precise)
+                start = time.perf_counter()
+                run_range(first, first + n)
+                # with no estimate yet, the first batch that is not the probe measures what a program
+                # costs (a probe pays the launch's fixed costs for a few programs); whole: the guard
+                # holds every program so far
+                if share and seconds is None and (first or known or n == total):
+                    wrote = shares.written_bytes(launch, tx.guard) / (first + n if whole else n)
+                    seconds = _note_seconds(launch, ((time.perf_counter() - start) / n, wrote))
+                first += n
+                batches += 1
+            if seconds is not None and not shared and batches > 1:  # the whole launch's time per program
+                _note_seconds(launch, ((time.perf_counter() - began) / total, seconds[1]))
+            if sizing["per_program"] > known:
+                disk_cache.store_number("batch", _disk_key(launch), sizing["per_program"])
         except NeedPrecise as e:  # a write where the guard kept only the range of the loads: again, precisely
             tx.rollback()
-            return self._run(launch, fn, call_args, precise | {e.key})
+            return self._run(launch, fn, call_args, precise | {e.key}, share)
+        except shares.SharesDeclined as e:  # the serial run decides
+            tx.rollback()
+            _unshare(launch)  # not tried again
+            if os.environ.get("TRITONKIT_DEBUG_ENGINE"):
+                print(f"tritonkit: {launch.kernel}: not shared out: {e.reason}", file=sys.stderr)
+            return self._run(launch, fn, call_args, precise, share=False)
         except Unbatchable as e:
             tx.rollback()
             return e.reason
@@ -176,6 +219,54 @@ def _known_per_program(launch) -> float:
         if per:
             _PER_PROGRAM[launch.spec_key] = per
     return per
+
+
+def _cost_keys(launch):
+    key = _disk_key(launch)
+    return (None, None) if key is None else (key + "-seconds", key + "-written")
+
+
+def _unshared(launch) -> bool:
+    """Whether this launch's specialization is not to be shared out (see :func:`_unshare`)."""
+    got = _UNSHARED.get(launch.spec_key)
+    if got is None:
+        key = _disk_key(launch)
+        got = _UNSHARED[launch.spec_key] = bool(key is not None and disk_cache.load_number("batch", key + "-unshared"))
+    return got
+
+
+def _unshare(launch) -> None:
+    """Share this launch's specialization out no more: its shares could not stand for the serial
+    run, or did not save time (remembered by this process and, through the disk cache, by the next)."""
+    _UNSHARED[launch.spec_key] = True
+    key = _disk_key(launch)
+    if key is not None:
+        disk_cache.store_number("batch", key + "-unshared", 1.0)
+
+
+def _known_seconds(launch) -> Optional[Tuple[float, float]]:
+    """``(seconds, bytes written)`` per program of this launch's specialization in an earlier launch
+    (of this process, else of an earlier one: the disk cache), or None."""
+    got = _SECONDS.get(launch.spec_key)
+    if got is None:
+        keys = _cost_keys(launch)
+        seconds = disk_cache.load_number("batch", keys[0])
+        if seconds is not None:
+            got = _SECONDS[launch.spec_key] = (seconds, disk_cache.load_number("batch", keys[1]) or 0.0)
+    return got
+
+
+def _note_seconds(launch, cost: Tuple[float, float]) -> Tuple[float, float]:
+    """Remember ``(seconds, bytes written)`` per program of this specialization, from a batch just run
+    (the latest measure stands, here and in the disk cache: an earlier process's first launch paid
+    first calls a later launch does not)."""
+    old = _SECONDS.get(launch.spec_key)
+    if old is None or not 0.8 < cost[0] / max(old[0], 1e-12) < 1.25:  # a new figure, not noise
+        for key, value in zip(_cost_keys(launch), cost):
+            if value > 0:
+                disk_cache.store_number("batch", key, value)
+    _SECONDS[launch.spec_key] = cost
+    return cost
 
 
 def _run_groups(launch, tx: Transaction, fn, call_args, order: np.ndarray) -> None:

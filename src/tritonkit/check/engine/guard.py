@@ -7,7 +7,8 @@ from typing import Dict
 import numpy as np
 
 from ..errors import Unbatchable
-from ..memory import PagedCells, element_cells
+from ..memory import PagedCells, element_cells, interval_cells
+from ..memory.cells import PAGE, PAGE_BITS
 
 _NONE = -1
 _LOAD, _STORE, _ATOMIC, _SHARED, _LATE = 1, 2, 4, 8, 16
@@ -56,10 +57,7 @@ class _Runs:
 
     def cells(self):
         """Every cell of the runs (int64) and the program of each (int32), run by run."""
-        lengths = self.hi - self.lo
-        total = int(lengths.sum())
-        starts = np.repeat(self.lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-        return starts + np.arange(total, dtype=np.int64), np.repeat(self.pid, lengths)
+        return interval_cells(self.lo, self.hi), np.repeat(self.pid, self.hi - self.lo)
 
     def add(self, lo: np.ndarray, hi: np.ndarray, pid: np.ndarray, why: str) -> None:
         """Enter the runs one store made (any order; a program may repeat its own cells).
@@ -346,6 +344,70 @@ class Guard:
             conflict = (f & (_STORE | _LATE)) | ((f & _ATOMIC) * ((f & _LOAD) != 0))
             if conflict.any():
                 raise Unbatchable(f"programs of one launch share an element that one of them writes: {self.why}")
+
+
+    def footprint(self, cell_bytes: Dict[int, int]) -> Dict[int, tuple]:
+        """What the watched programs touched, per storage (by ``id``), for comparing with what other
+        processes' programs touched (:mod:`.shares`): ``{key: (written, touched)}``, each an interval
+        list ``(lo, hi)`` of cells (int64 arrays, sorted, disjoint, ``hi`` exclusive; a cell is the
+        storage's element as :meth:`~tritonkit.check.memory.AddressSpace.cell_bytes` gives it).
+        ``written``: cells stored to or updated by an atomic; ``touched``: those and every cell loaded
+        (scattered loads of a storage these programs never wrote count as their whole byte range:
+        another process's write there is taken for a conflict). ``cell_bytes``: each storage's
+        cell size in bytes, by ``id``."""
+        out: Dict[int, tuple] = {}
+        empty = np.zeros(0, dtype=np.int64)
+
+        def add(key, lo, hi, written):
+            w, t = out.setdefault(key, ([], []))
+            t.append((lo, hi))
+            if written:
+                w.append((lo, hi))
+        for key, runs in self.runs.items():
+            add(key, runs.lo, runs.hi, True)
+        for key, owners in self.owners.items():
+            pages = np.flatnonzero(owners.page_slot >= 0)
+            if not pages.shape[0]:
+                continue
+            flags = owners.flags.reshape(-1, PAGE)[owners.page_slot[pages]]
+            add(key, *_page_runs(flags != 0, pages), False)
+            add(key, *_page_runs((flags & (_STORE | _ATOMIC)) != 0, pages), True)
+        for key, items in self.pending.items():
+            for off, n, _lanes, _per, _order, size, g, ncells, _uniform, span in items:
+                if span:
+                    c0 = int(off[0]) // g
+                    add(key, np.array([c0]), np.array([c0 + n]), False)
+                elif off.shape[0]:  # scattered loads of a storage nothing here wrote: their byte range
+                    add(key, np.array([int(off.min()) // g]), np.array([-(-(int(off.max()) + size) // g)]), False)
+        for key, (lo, hi) in self.summary.items():  # a byte range: the cells it falls in
+            g = cell_bytes[key]
+            add(key, np.array([lo // g]), np.array([-(-hi // g)]), False)
+        return {key: (_union(w) if w else (empty, empty), _union(t)) for key, (w, t) in out.items()}
+
+
+def _page_runs(mask: np.ndarray, pages: np.ndarray):
+    """The runs ``(lo, hi)`` of cells set in ``mask`` (bool ``(len(pages), PAGE)``: one row per page,
+    ``pages`` their numbers), without an array of cell numbers (a page's runs end with it)."""
+    width = PAGE + 1
+    flat = np.zeros((mask.shape[0], width), dtype=np.int8)
+    flat[:, :PAGE] = mask
+    edges = np.diff(flat.reshape(-1), prepend=np.int8(0))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return ((pages[starts // width] << PAGE_BITS) + starts % width,
+            (pages[ends // width] << PAGE_BITS) + ends % width)
+
+
+def _union(parts):
+    """The union of interval lists ``[(lo, hi), ...]`` as one sorted, disjoint list."""
+    lo = np.concatenate([p[0] for p in parts]).astype(np.int64)
+    hi = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    if not lo.shape[0]:
+        return lo, hi
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    reach = np.maximum.accumulate(hi)
+    starts = np.flatnonzero(np.r_[True, lo[1:] > reach[:-1]])
+    return lo[starts], np.maximum.reduceat(reach, starts)
 
 
 def _lane_pids(lanes, per: int, order: np.ndarray, n: int) -> np.ndarray:

@@ -26,55 +26,20 @@ Fork is Linux's and macOS's: elsewhere, with ``pdb``, or with one worker, config
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
 import os
 import pickle
-import select
-import signal
 import sys
 import tempfile
-import time
 import warnings
 from typing import Dict, List, Optional, Sequence
 
-#: set around this module's fork: the fork hook of :mod:`..process` leaves such a child alone
-IN_WORKER_FORK = False
+from .. import forks
+from ..forks import available_cores, can_fork, limit_threads
+
 #: in a worker: host copies of the CUDA storages of the configs' tensors, by (device, data_ptr)
 WORKER_HOST_STORAGES: Optional[Dict[tuple, object]] = None
-#: seconds without a finished config after which a worker is taken for hung (at least)
-MIN_STALL = 300.0
-
-
-def available_cores() -> int:
-    """The cores this process may run on (``os.sched_getaffinity`` where there is one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def resolve_workers(workers: Optional[int]) -> int:
-    """The worker count a session uses: ``workers`` if given (1: serial), else
-    ``TRITONKIT_WORKERS`` if set, else :func:`available_cores`.
-
-    Raises:
-        ValueError: a count that is not a positive integer (the variable's too).
-    """
-    if workers is None:
-        env = os.environ.get("TRITONKIT_WORKERS", "").strip()
-        if not env:
-            return available_cores()
-        try:
-            workers = int(env)
-        except ValueError:
-            raise ValueError(f"TRITONKIT_WORKERS must be a positive number of processes, not {env!r}") from None
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive number of processes, not {workers!r}")
-    return workers
-
-
 @dataclasses.dataclass
 class ConfigResult:
     """What one config added to the session in a worker.
@@ -92,22 +57,6 @@ class ConfigResult:
     violations: list
     printed: str
     message: str = ""
-
-
-def limit_threads(threads: int):
-    """A context in which the BLAS libraries NumPy uses (``tl.dot`` is a ``numpy.matmul``) run
-    ``threads`` threads, through threadpoolctl where it is installed (a no-op where not): a worker
-    and the parent each running a BLAS with every core's threads would oversubscribe the machine."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=max(1, threads), user_api="blas")
-
-
-def can_fork(session) -> bool:
-    """Whether configs may go to workers in this session."""
-    return hasattr(os, "fork") and sys.platform != "win32" and not session.pdb and session.workers > 1
 
 
 def _device_storages(tensors: Sequence) -> Dict[tuple, object]:
@@ -271,6 +220,13 @@ class Pool:
         #: BLAS threads each process (this one too, meanwhile) runs
         self.threads = threads
         self.session, self.sides = session, list(sides)
+        self._running = True
+        forks.pools(+1)
+
+    def _ended(self) -> None:
+        if self._running:
+            self._running = False
+            forks.pools(-1)
 
     def settle(self) -> None:
         """The workers' findings were taken into the session (or dropped): their side journals are
@@ -281,9 +237,10 @@ class Pool:
 
     def abandon(self) -> None:
         """Stop the workers and forget their results (this process raised before taking them)."""
+        self._ended()
         self.settle()
         for pid, r in self.children.values():
-            _kill(pid)
+            forks.kill(pid)
             try:
                 os.close(r)
             except OSError:
@@ -298,16 +255,18 @@ class Pool:
         """Wait for the workers. Returns the results of the configs that finished in a worker, by
         index; the others are the caller's to run itself."""
         try:
-            done = _wait(self.children)
+            done = forks.wait(self.children)
+            self._ended()
             results: Dict[int, ConfigResult] = {}
             for w, share in enumerate(self.shares):
-                got = _read(os.path.join(self.folder.name, f"{w}.pickle")) if done.get(w) else None
+                got = forks.read_result(os.path.join(self.folder.name, f"{w}.pickle")) if done.get(w) else None
                 for i in share:
                     if got is None or i not in got:
                         break  # from here on, the parent runs this worker's configs itself
                     results[i] = got[i]
             return results
         finally:
+            self._ended()
             self.folder.cleanup()
 
 
@@ -335,13 +294,12 @@ def start(run_one, indices: List[int], session, tensors: Sequence, workers: int)
 def _start(run_one, shares, session, hosts, folder, threads, sides):
     """Fork one worker per share (``sides``: the path of each one's side journal, or None);
     returns ``{worker: (pid, read end of its progress pipe)}``."""
-    global IN_WORKER_FORK
     children = {}
     sys.stdout.flush()
     sys.stderr.flush()
     for w, share in enumerate(shares):
         r, wfd = os.pipe()
-        IN_WORKER_FORK = True
+        forks.IN_WORKER_FORK = True
         try:
             with warnings.catch_warnings():
                 # Python 3.12 warns of fork in a process with threads (CUDA's, torch's): a worker runs
@@ -351,7 +309,7 @@ def _start(run_one, shares, session, hosts, folder, threads, sides):
         except OSError:
             os.close(r)
             os.close(wfd)
-            IN_WORKER_FORK = False
+            forks.IN_WORKER_FORK = False
             continue
         if pid == 0:  # the worker
             os.close(r)
@@ -362,7 +320,7 @@ def _start(run_one, shares, session, hosts, folder, threads, sides):
                 code = 0
             finally:
                 os._exit(code)
-        IN_WORKER_FORK = False
+        forks.IN_WORKER_FORK = False
         os.close(wfd)
         children[w] = (pid, r)
     return children
@@ -374,6 +332,7 @@ def _worker(run_one, share, session, hosts, path, progress, side_path=None) -> N
     ``side_path`` as they are made (None: the session journals nothing)."""
     global WORKER_HOST_STORAGES
     from ..errors import CheckAborted, StaticAssertFailed
+    forks.IN_WORKER = True
     try:
         import torch
         torch.set_num_threads(1)  # a forked OpenMP pool is not usable in the child
@@ -403,54 +362,3 @@ def _worker(run_one, share, session, hosts, path, progress, side_path=None) -> N
     with open(path + ".tmp", "wb") as f:
         f.write(data)
     os.replace(path + ".tmp", path)
-
-
-def _wait(children) -> Dict[int, bool]:
-    """Wait for the workers; one that makes no progress for the stall time is killed. Returns
-    ``{worker: exited cleanly}``."""
-    pipes = {r: w for w, (_, r) in children.items()}
-    last = {w: time.monotonic() for w in children}
-    longest = 0.0
-    while pipes:
-        stall = max(MIN_STALL, 20 * longest)
-        ready, _, _ = select.select(list(pipes), [], [], 1.0)
-        now = time.monotonic()
-        for r in ready:
-            w = pipes[r]
-            data = os.read(r, 64)
-            if data:
-                longest = max(longest, (now - last[w]) / len(data))
-                last[w] = now
-            else:  # the worker closed its end: it has exited
-                os.close(r)
-                del pipes[r]
-        for r, w in list(pipes.items()):
-            if now - last[w] > stall:
-                _kill(children[w][0])
-                os.close(r)
-                del pipes[r]
-    out = {}
-    for w, (pid, _) in children.items():
-        try:
-            _, status = os.waitpid(pid, 0)
-            out[w] = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        except ChildProcessError:  # pragma: no cover
-            out[w] = False
-    return out
-
-
-def _kill(pid: int) -> None:
-    """Kill a worker (SIGKILL); one that has exited already is no error."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def _read(path: str) -> Optional[Dict[int, ConfigResult]]:
-    try:
-        with open(path, "rb") as f:
-            got = pickle.load(f)
-    except Exception:
-        return None
-    return got if isinstance(got, dict) else None

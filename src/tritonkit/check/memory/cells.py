@@ -24,6 +24,14 @@ def element_cells(off: np.ndarray, size: int, g: int, ncells: int) -> np.ndarray
     return cells
 
 
+def interval_cells(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Every cell of the intervals ``[lo, hi)`` (int64 arrays; empty ones allowed), interval by
+    interval, as one int64 array."""
+    lengths = np.maximum(hi - lo, 0)
+    starts = np.repeat(lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return starts + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
 PAGE_BITS = 14
 PAGE = 1 << PAGE_BITS
 
