@@ -623,7 +623,7 @@ def shares_benchmark(cases: List[Case], repeat: int, log: Optional[Callable[[str
         for workers in (1, None):
             with tritonkit.checking(nan=True, workers=workers) as session:
                 out = case.run(inputs)
-                times, cpu = [], []
+                times, cpu, procs = [], [], []
                 for _ in range(repeat):
                     r0 = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
                     t0 = time.perf_counter()
@@ -631,8 +631,9 @@ def shares_benchmark(cases: List[Case], repeat: int, log: Optional[Callable[[str
                     times.append(time.perf_counter() - t0)
                     r1 = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
                     cpu.append(sum(b.ru_utime - a.ru_utime + b.ru_stime - a.ru_stime for a, b in zip(r0, r1)))
+                    procs.append(session.launches[-1].processes)
             best = int(np.argmin(times))
-            got[workers] = (out, times[best], cpu[best] / times[best], session.launches[-1].processes)
+            got[workers] = (out, times[best], cpu[best] / times[best], procs[best])
         if not torch.equal(got[1][0], got[None][0]):
             raise AssertionError(f"{case.name} {case.size}: outputs differ between one process and shares")
         row = {"name": case.name, "size": case.size, "programs": case.programs, "serial_s": got[1][1],

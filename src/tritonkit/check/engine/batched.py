@@ -154,8 +154,8 @@ class BatchedEngine(Engine):
                     if k > 1:
                         start = time.perf_counter()
                         shares.run_shared(launch, tx, run_range, first, total, k, lambda: Guard(why, precise), whole)
-                        if (time.perf_counter() - start) / left > (1.0 - shares.MIN_SAVING / 2) * seconds[0]:
-                            _unshare(launch)  # it did not pay: this specialization runs in one process from now on
+                        if (time.perf_counter() - start) / left > seconds[0]:
+                            _unshare(launch)  # slower than serially: one process from now on
                         shared = True
                         break
                 n = min(sizing["size"], total - first)
