@@ -31,7 +31,8 @@ def always_share(monkeypatch):
     """Every launch past its first batch is shared out between two processes."""
     monkeypatch.setattr(shares, "SECONDS_PER_LAUNCH", 0.0)
     monkeypatch.setattr(shares, "SECONDS_PER_BYTE_WRITTEN", 0.0)
-    monkeypatch.setattr(shares, "MIN_SAVING", -100.0)  # and one that is slower is not taken as not paying
+    monkeypatch.setattr(shares, "MIN_SAVING", -100.0)
+    monkeypatch.setattr(shares, "UNSHARE_SLOWER", float("inf"))  # one slower than serially is shared again
     monkeypatch.setenv("TRITONKIT_CHECK_CACHE", "0")  # no batch size or cost from an earlier process
     for memo in (_engine._PER_PROGRAM, _engine._SECONDS, _engine._UNSHARED):
         memo.clear()
@@ -225,3 +226,26 @@ def test_the_default_workers_share_the_cores_between_the_processes_of_an_xdist_r
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
     assert parallel.resolve_workers(None) == 16
     assert parallel.resolve_workers(3) == 3  # given: as given
+
+
+def test_a_kernel_whose_shared_launch_was_slower_than_serial_is_not_shared_again(always_share, monkeypatch):
+    import time
+    monkeypatch.setattr(shares, "UNSHARE_SLOWER", 1.0)
+    run_shared = shares.run_shared
+
+    def slow(*args, **kwargs):  # a share that costs more than the whole launch did serially
+        time.sleep(0.5)
+        return run_shared(*args, **kwargs)
+    monkeypatch.setattr(shares, "run_shared", slow)
+
+    def go():
+        x = torch.ones(64, 100)
+        outs = []
+        for _ in range(2):
+            out = torch.empty_like(x)
+            scaled_rows[(64,)](x, out, 100, 2.0, B=128)
+            outs.append(out)
+        return outs
+    par = tb._run(go, "auto", workers=2, batch_memory=1 << 12)
+    assert [r.processes for r in par[2]] == [2, 1]
+    assert all(torch.equal(o, torch.full((64, 100), 2.0)) for o in par[0])

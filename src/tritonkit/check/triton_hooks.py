@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import contextvars
 import importlib
+import inspect
 import sys
+from typing import Dict, List, Tuple
+
 import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _interp
@@ -72,23 +75,66 @@ def _reload_imported_while_patched(before: frozenset) -> None:
             importlib.reload(module)
 
 
+#: per module patched: ``(module, [(name, Triton's interpreter wrapper of the builtin)])``, made once
+#: per process (``inspect.getmembers`` of seven modules on every launch took most of a small launch's
+#: time: 4 of 6 ms for a vector add of 4 programs); emptied when Triton modules are reloaded
+_WRAPPERS: Dict[int, Tuple[object, List[Tuple[str, object]]]] = {}
+#: the patched scopes entered and not yet exited (a launch's, and its engine's within it)
+_ENTERED: list = []
+
+
+class _Recorder:
+    """Takes what Triton's ``_patch_attr`` would set, instead of setting it."""
+
+    def set_attr(self, obj, name, value) -> None:
+        self.value = value
+
+
+def _patch_builtins(pkg, builder, scope) -> None:
+    """Triton's ``_patch_builtin(pkg, builder, scope)``: each builtin of ``pkg`` replaced by the
+    interpreter's wrapper (which calls it with the interpreter's semantic, whatever its builder),
+    from wrappers made once per process."""
+    got = _WRAPPERS.get(id(pkg))
+    if got is None or got[0] is not pkg:
+        wrapped = []
+        for name, member in inspect.getmembers(pkg):
+            if tl.core.is_builtin(member):
+                rec = _Recorder()
+                _interp._patch_attr(pkg, name, member, builder, rec)
+                wrapped.append((name, rec.value))
+        got = _WRAPPERS[id(pkg)] = (pkg, wrapped)
+    for name, wrapper in got[1]:
+        scope.set_attr(pkg, name, wrapper)
+
+
 class patched_language:
     """Triton's language patched for interpretation, with ``builder`` (a
-    :class:`~tritonkit.check.interp.builder.CheckedBuilder`) underneath, for a ``with`` block."""
+    :class:`~tritonkit.check.interp.builder.CheckedBuilder`) underneath, for a ``with`` block.
+    Within another such block (a launch's engine within the launch) only the builder changes: the
+    patches are the same."""
 
     def __init__(self, builder):
         self.builder = builder
+        self.nested = False
 
     def __enter__(self):
+        if _ENTERED:
+            self.nested = True
+            sem = _interp.interpreter_semantic
+            self.saved = (sem.builder, _interp.interpreter_builder)
+            sem.builder = self.builder
+            _interp.interpreter_builder = self.builder
+            _ENTERED.append(self)
+            return self
         self.modules = len(sys.modules)
         self.imported = frozenset(sys.modules)
         scope = _interp._LangPatchScope()
         _unstale(scope)
         for lang in (tl, tl.core):
-            _interp._patch_builtin(lang, self.builder, scope)
-            _interp._patch_builtin(lang.tensor, self.builder, scope)
+            _patch_builtins(lang, self.builder, scope)
+            _patch_builtins(lang.tensor, self.builder, scope)
             if lang is tl:
-                _interp._patch_builtin(lang.math, self.builder, scope)
+                _patch_builtins(lang.math, self.builder, scope)
             _interp._patch_lang_tensor(lang.tensor, scope)
             _interp._patch_lang_core(lang, scope)
             # Triton < 3.7 converts with int(array of shape (1,)), which NumPy >= 2.4 refuses; under the
@@ -98,10 +144,10 @@ class patched_language:
             scope.set_attr(lang.tensor, "T", property(batched_ops.tensor_transpose))
             # np.asarray(x) of a kernel tensor is its values (in pdb, in device-side debugging)
             scope.set_attr(lang.tensor, "__array__", _tensor_array)
-        _interp._patch_builtin(tl.core.tensor_descriptor_base, self.builder, scope)
+        _patch_builtins(tl.core.tensor_descriptor_base, self.builder, scope)
         cuda_libdevice = _cuda_libdevice()
         if cuda_libdevice is not None:  # called directly: tl.extra.cuda.libdevice.tanh(x)
-            _interp._patch_builtin(cuda_libdevice, self.builder, scope)
+            _patch_builtins(cuda_libdevice, self.builder, scope)
         for lang in (tl, tl.core):
             scope.set_attr(lang, "reduce", _reduce)
             scope.set_attr(lang, "associative_scan", _scan)
@@ -118,15 +164,20 @@ class patched_language:
         self.saved = (sem.builder, _interp.interpreter_builder)
         sem.builder = self.builder
         _interp.interpreter_builder = self.builder
+        _ENTERED.append(self)
         return self
 
     def __exit__(self, *exc):
+        _ENTERED.pop()
         sem = _interp.interpreter_semantic
         sem.builder, _interp.interpreter_builder = self.saved
+        if self.nested:
+            return False
         self.scope.restore()
         self.errstate.__exit__(*exc)
         if len(sys.modules) != self.modules:
             _reload_imported_while_patched(self.imported)
+            _WRAPPERS.clear()  # the reloaded modules' builtins are new objects
         return False
 
 

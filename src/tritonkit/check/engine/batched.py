@@ -154,7 +154,7 @@ class BatchedEngine(Engine):
                     if k > 1:
                         start = time.perf_counter()
                         shares.run_shared(launch, tx, run_range, first, total, k, lambda: Guard(why, precise), whole)
-                        if (time.perf_counter() - start) / left > seconds[0]:
+                        if (time.perf_counter() - start) / left > shares.UNSHARE_SLOWER * seconds[0]:
                             _unshare(launch)  # slower than serially: one process from now on
                         shared = True
                         break

@@ -53,6 +53,9 @@ SECONDS_PER_LAUNCH = 0.1
 #: a launch is shared out only where the model says it saves this fraction of its serial time (its
 #: serial time is estimated from one batch, which may have paid first calls the others do not)
 MIN_SAVING = 0.15
+#: a specialization whose shared launch took longer than this times its estimated serial time is not
+#: shared out again (see ..engine.batched)
+UNSHARE_SLOWER = 1.0
 #: set in a share worker: it never shares out again (and the config workers' fork hook applies)
 IN_SHARE_WORKER = False
 #: the launch's work counters a worker adds to (see Transaction's WORK and ENGINE)

@@ -94,19 +94,20 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
     timer = _Timer(session.timeout)
     with LOCK:
         try:
+            # one patched scope for the launch: an engine's own is nested in it (only its builder changes)
             with patched_language(launch.builder):
                 call_args = {n: (v if n in constexprs else mapper.convert(n, v, specs.get(n, ("", True))))
                              for n, v in bound.items()}
                 launch.spec_key = (pyfn.__code__, tuple(spec_item(v) for v in call_args.values()))
                 launch.builder.set_grid_dim(*dims)
-            launch.entry_frame = sys._getframe()
-            with timer:
-                for engine in engines(session):
-                    why = engine.run(launch, call_args)
-                    if why is None:
-                        record.engine = engine.name
-                        break
-                    record.fallback = why
+                launch.entry_frame = sys._getframe()
+                with timer:
+                    for engine in engines(session):
+                        why = engine.run(launch, call_args)
+                        if why is None:
+                            record.engine = engine.name
+                            break
+                        record.fallback = why
         except LaunchTimeout as e:
             record.status = "aborted"
             stalled = isinstance(e, LaunchStalled)
