@@ -120,12 +120,7 @@ class patched_language:
     def __enter__(self):
         if _ENTERED:
             self.nested = True
-            sem = _interp.interpreter_semantic
-            self.saved = (sem.builder, _interp.interpreter_builder)
-            sem.builder = self.builder
-            _interp.interpreter_builder = self.builder
-            _ENTERED.append(self)
-            return self
+            return self._use_builder()
         self.modules = len(sys.modules)
         self.imported = frozenset(sys.modules)
         scope = _interp._LangPatchScope()
@@ -160,6 +155,9 @@ class patched_language:
         self.errstate = np.errstate(all="ignore")  # the GPU raises no floating-point exceptions
         self.errstate.__enter__()
         self.scope = scope
+        return self._use_builder()
+
+    def _use_builder(self) -> "patched_language":
         sem = _interp.interpreter_semantic
         self.saved = (sem.builder, _interp.interpreter_builder)
         sem.builder = self.builder
