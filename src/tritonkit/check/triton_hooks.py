@@ -75,33 +75,33 @@ def _reload_imported_while_patched(before: frozenset) -> None:
             importlib.reload(module)
 
 
-#: per module patched: ``(module, [(name, Triton's interpreter wrapper of the builtin)])``, made once
-#: per process (``inspect.getmembers`` of seven modules on every launch took most of a small launch's
+#: per module patched: ``(module, [(name, the interpreter's wrapper of the builtin)])``, made once per
+#: process (``inspect.getmembers`` of seven modules on every launch took most of a small launch's
 #: time: 4 of 6 ms for a vector add of 4 programs); emptied when Triton modules are reloaded
 _WRAPPERS: Dict[int, Tuple[object, List[Tuple[str, object]]]] = {}
 #: the patched scopes entered and not yet exited (a launch's, and its engine's within it)
 _ENTERED: list = []
 
 
-class _Recorder:
-    """Takes what Triton's ``_patch_attr`` would set, instead of setting it."""
+def _wrapper(member):
+    """What Triton's interpreter puts in place of the builtin ``member``: a call with the
+    interpreter's semantic (whose builder each scope sets), whatever ``_semantic`` the caller gave.
+    Triton 3.9's own wrapper does this; Triton 3.6's binds the builder it was made with, so it could
+    not be kept from one launch (and one builder) to the next."""
+    def interpreted(*args, **kwargs):
+        kwargs.pop("_semantic", None)
+        return member(*args, **kwargs, _semantic=_interp.interpreter_semantic)
+    interpreted.__name__ = getattr(member, "__name__", "interpreted")
+    interpreted.__doc__ = getattr(member, "__doc__", None)
+    return interpreted
 
-    def set_attr(self, obj, name, value) -> None:
-        self.value = value
 
-
-def _patch_builtins(pkg, builder, scope) -> None:
+def _patch_builtins(pkg, scope) -> None:
     """Triton's ``_patch_builtin(pkg, builder, scope)``: each builtin of ``pkg`` replaced by the
-    interpreter's wrapper (which calls it with the interpreter's semantic, whatever its builder),
-    from wrappers made once per process."""
+    interpreter's wrapper (:func:`_wrapper`), from wrappers made once per process."""
     got = _WRAPPERS.get(id(pkg))
     if got is None or got[0] is not pkg:
-        wrapped = []
-        for name, member in inspect.getmembers(pkg):
-            if tl.core.is_builtin(member):
-                rec = _Recorder()
-                _interp._patch_attr(pkg, name, member, builder, rec)
-                wrapped.append((name, rec.value))
+        wrapped = [(name, _wrapper(member)) for name, member in inspect.getmembers(pkg) if tl.core.is_builtin(member)]
         got = _WRAPPERS[id(pkg)] = (pkg, wrapped)
     for name, wrapper in got[1]:
         scope.set_attr(pkg, name, wrapper)
@@ -126,10 +126,10 @@ class patched_language:
         scope = _interp._LangPatchScope()
         _unstale(scope)
         for lang in (tl, tl.core):
-            _patch_builtins(lang, self.builder, scope)
-            _patch_builtins(lang.tensor, self.builder, scope)
+            _patch_builtins(lang, scope)
+            _patch_builtins(lang.tensor, scope)
             if lang is tl:
-                _patch_builtins(lang.math, self.builder, scope)
+                _patch_builtins(lang.math, scope)
             _interp._patch_lang_tensor(lang.tensor, scope)
             _interp._patch_lang_core(lang, scope)
             # Triton < 3.7 converts with int(array of shape (1,)), which NumPy >= 2.4 refuses; under the
@@ -139,10 +139,10 @@ class patched_language:
             scope.set_attr(lang.tensor, "T", property(batched_ops.tensor_transpose))
             # np.asarray(x) of a kernel tensor is its values (in pdb, in device-side debugging)
             scope.set_attr(lang.tensor, "__array__", _tensor_array)
-        _patch_builtins(tl.core.tensor_descriptor_base, self.builder, scope)
+        _patch_builtins(tl.core.tensor_descriptor_base, scope)
         cuda_libdevice = _cuda_libdevice()
         if cuda_libdevice is not None:  # called directly: tl.extra.cuda.libdevice.tanh(x)
-            _patch_builtins(cuda_libdevice, self.builder, scope)
+            _patch_builtins(cuda_libdevice, scope)
         for lang in (tl, tl.core):
             scope.set_attr(lang, "reduce", _reduce)
             scope.set_attr(lang, "associative_scan", _scan)
