@@ -249,3 +249,22 @@ def test_a_kernel_whose_shared_launch_was_slower_than_serial_is_not_shared_again
     par = tb._run(go, "auto", workers=2, batch_memory=1 << 12)
     assert [r.processes for r in par[2]] == [2, 1]
     assert all(torch.equal(o, torch.full((64, 100), 2.0)) for o in par[0])
+
+
+def test_the_interpreters_builtin_wrappers_call_the_semantic_of_the_running_scope(monkeypatch):
+    """The wrappers are made once per process and kept from launch to launch (and an engine's scope
+    nests in its launch's): each call must take the interpreter's semantic as it is then, never the
+    one of the launch the wrapper was made in (Triton 3.6's own wrapper binds its builder)."""
+    from triton.runtime import interpreter as _interp
+    from tritonkit.check import triton_hooks
+    seen = []
+
+    def member(x, _semantic=None):
+        seen.append(_semantic)
+        return x
+    wrapper = triton_hooks._wrapper(member)
+    monkeypatch.setattr(_interp, "interpreter_semantic", "first launch's")
+    assert wrapper(1, _semantic="the caller's") == 1
+    monkeypatch.setattr(_interp, "interpreter_semantic", "second launch's")
+    assert wrapper(2) == 2
+    assert seen == ["first launch's", "second launch's"]

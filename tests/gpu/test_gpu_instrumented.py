@@ -26,10 +26,29 @@ def _bugs():
     return [(m, b) for m in EXAMPLES for b in importlib.import_module(m).BUGS]
 
 
-def _check(tmp_path, module, bug, *flags):
-    out = tmp_path / f"{module}-{bug}{'-gpu' if flags else ''}.json"
+def _env(src: bool = False) -> dict:
+    """The environment of a child that runs on the GPU (not Triton's interpreter); ``src``: with
+    this checkout's ``src`` first on ``PYTHONPATH``."""
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "src"), os.environ.get("PYTHONPATH", "")])
+    return env
+
+
+def _run_script(tmp_path, source: str):
+    """Run ``source`` as a script on the GPU with a records file as its argument; returns the
+    finished process and the records file's path."""
+    (tmp_path / "s.py").write_text(source)
+    records = tmp_path / "records.jsonl"
+    proc = subprocess.run([sys.executable, str(tmp_path / "s.py"), str(records)], capture_output=True, text=True,
+                          env=_env(src=True), timeout=300)
+    return proc, records
+
+
+def _check(tmp_path, module, bug, *flags):
+    out = tmp_path / f"{module}-{bug}{'-gpu' if flags else ''}.json"
+    env = _env()
     proc = subprocess.run([sys.executable, "-m", "tritonkit", "check", *flags, "--json", str(out), "--",
                            sys.executable, os.path.join(ROOT, "examples", f"{module}.py"), "--bug", bug],
                           capture_output=True, text=True, env=env, timeout=900)
@@ -76,8 +95,7 @@ def test_int32_offsets_past_two_billion_elements_are_found(tmp_path):
     (2.46 billion elements): the overflow on the line that forms the pointer, and the wrapped load
     before the table's start, as the CPU check reports them at small sizes."""
     out = tmp_path / "big.json"
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
+    env = _env()
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "tritonkit", "check", "--gpu", "--json", str(out), "--",
                            sys.executable, os.path.join(ROOT, "examples", "embedding.py"), "--bug", "int32_offsets",
@@ -119,12 +137,7 @@ print("equal", bool(torch.equal(y, x + 1)))
 
 def test_a_kernel_whose_instrumented_version_does_not_compile_runs_as_written(tmp_path):
     """The script goes on with the kernel as written, and the report says it was not checked."""
-    (tmp_path / "s.py").write_text(BROKEN)
-    records = tmp_path / "records.jsonl"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, str(tmp_path / "s.py"), str(records)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc, records = _run_script(tmp_path, BROKEN)
     assert proc.returncode == 0 and "equal True" in proc.stdout, proc.stderr[-3000:]
     from tritonkit.check.gpu import runtime
     _, clean, unchecked = runtime.read(str(records))
@@ -168,12 +181,7 @@ print("sums", out.tolist())
 def test_a_replay_that_does_not_compile_keeps_the_first_runs_counts(tmp_path):
     """Lanes counted in a loop whose replay cannot be compiled: the script goes on, the finding keeps
     its lane count (without programs), and the report says why."""
-    (tmp_path / "s.py").write_text(REPLAY_BREAKS)
-    records = tmp_path / "records.jsonl"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, str(tmp_path / "s.py"), str(records)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc, records = _run_script(tmp_path, REPLAY_BREAKS)
     assert proc.returncode == 0 and "sums" in proc.stdout, proc.stderr[-3000:]
     from tritonkit.check.gpu import runtime
     launches, _, unchecked = runtime.read(str(records))
