@@ -94,9 +94,15 @@ def processes_for(session, seconds: float, written: float, programs: int) -> int
 
 def written_bytes(launch, guard) -> int:
     """Bytes of the elements ``guard`` (a :class:`~.guard.Guard`) saw written so far."""
-    space = launch.space
-    cells = {id(r.storage): space.cell_bytes(r.storage) for r in space.regions}
+    _, cells = _storages(launch.space)
     return sum(int((hi - lo).sum()) * cells[key] for key, ((lo, hi), _) in guard.footprint(cells).items())
+
+
+def _storages(space):
+    """The storages a launch's arguments map (``space``: its address space), by ``id`` (the keys of a
+    guard's footprint, the same in a forked worker), and each one's cell size in bytes."""
+    storages = {id(r.storage): r.storage for r in space.regions}
+    return storages, {key: space.cell_bytes(st) for key, st in storages.items()}
 
 
 def run_shared(launch, tx, run_range: Callable[[int, int], None], first: int, total: int, k: int,
@@ -219,9 +225,7 @@ def _worker(launch, tx, run_range, lo: int, hi: int, path: str, progress: int, t
     except BaseException as e:  # anything: the parent runs the launch again serially and meets it itself
         part["declined"] = f"the worker of programs {lo}-{hi - 1}: {type(e).__name__}: {e}"
     if part["declined"] is None:
-        space = launch.space
-        storages = {id(r.storage): r.storage for r in space.regions}
-        cells = {key: space.cell_bytes(st) for key, st in storages.items()}
+        storages, cells = _storages(launch.space)
         foot = tx.guard.footprint(cells)
         writes = []
         with open(path + ".bytes", "wb") as f:
@@ -325,8 +329,7 @@ def _merge(launch, tx, parts: List[dict], folder: str) -> None:
         SharesDeclined: an element one share wrote was touched by another.
     """
     space = launch.space
-    storages = {id(r.storage): r.storage for r in space.regions}
-    cells = {key: space.cell_bytes(st) for key, st in storages.items()}
+    storages, cells = _storages(space)
     mine = tx.guard.footprint(cells)
     key = conflict([mine] + [p["footprint"] for p in parts])
     if key is not None:
