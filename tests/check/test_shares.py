@@ -6,6 +6,7 @@ batches); outputs, findings, what was printed, counts of work and access maps mu
 sequential engine, and the launches must really have been shared (``LaunchRecord.processes``).
 """
 import os
+import types
 
 import numpy as np
 import pytest
@@ -263,8 +264,9 @@ def test_the_interpreters_builtin_wrappers_call_the_semantic_of_the_running_scop
         seen.append(_semantic)
         return x
     wrapper = triton_hooks._wrapper(member)
-    monkeypatch.setattr(_interp, "interpreter_semantic", "first launch's")
+    first, second = types.SimpleNamespace(builder=None), types.SimpleNamespace(builder=None)
+    monkeypatch.setattr(_interp, "interpreter_semantic", first)
     assert wrapper(1, _semantic="the caller's") == 1
-    monkeypatch.setattr(_interp, "interpreter_semantic", "second launch's")
+    monkeypatch.setattr(_interp, "interpreter_semantic", second)
     assert wrapper(2) == 2
-    assert seen == ["first launch's", "second launch's"]
+    assert seen[0] is first and seen[1] is second and len(seen) == 2

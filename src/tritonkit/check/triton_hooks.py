@@ -27,7 +27,7 @@ from triton.runtime import interpreter as _interp
 from .checks.asserts import AssertFailed
 from .errors import StaticAssertFailed
 from .findings import Violation
-from .interp import batched_ops, taint
+from .interp import batched_ops, recipes, taint
 from .interp.batched_ops import BatchedReduce, BatchedScan, is_batched
 from .interp.kernels import kernel_frames
 from .interp.numerics import BITS_TYPES, from_float, to_float, values
@@ -79,6 +79,43 @@ def _reload_imported_while_patched(before: frozenset) -> None:
 #: process (``inspect.getmembers`` of seven modules on every launch took most of a small launch's
 #: time: 4 of 6 ms for a vector add of 4 programs); emptied when Triton modules are reloaded
 _WRAPPERS: Dict[int, Tuple[object, List[Tuple[str, object]]]] = {}
+#: every ``(object, name, value)`` the first patching in this process set (:func:`_patch`), set
+#: again by later launches in one loop (0.5 ms of a small launch went to patching attribute by
+#: attribute); emptied with :data:`_WRAPPERS` when Triton modules are reloaded
+_PLAN: List[Tuple[object, str, object]] = []
+_MISSING = object()
+
+
+class _Scope:
+    """Triton's ``_LangPatchScope`` (attributes set, and put back by :meth:`restore`), that can also
+    write down what it sets (``plan``) and set a written-down plan again (:meth:`apply`)."""
+
+    def __init__(self) -> None:
+        self._changes: list = []
+        self.plan = None
+
+    def set_attr(self, obj, name: str, value) -> None:
+        self._changes.append((obj, name, getattr(obj, name, _MISSING)))
+        setattr(obj, name, value)
+        if self.plan is not None:
+            self.plan.append((obj, name, value))
+
+    def apply(self, plan) -> None:
+        changes = self._changes
+        for obj, name, value in plan:
+            changes.append((obj, name, getattr(obj, name, _MISSING)))
+            setattr(obj, name, value)
+
+    def restore(self) -> None:
+        changes = self._changes
+        while changes:
+            obj, name, original = changes.pop()
+            if original is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, original)
+
+
 #: the patched scopes entered and not yet exited (a launch's, and its engine's within it)
 _ENTERED: list = []
 
@@ -90,7 +127,10 @@ def _wrapper(member):
     not be kept from one launch (and one builder) to the next."""
     def interpreted(*args, **kwargs):
         kwargs.pop("_semantic", None)
-        return member(*args, **kwargs, _semantic=_interp.interpreter_semantic)
+        sem = _interp.interpreter_semantic
+        if getattr(sem.builder, "replays", False):
+            return recipes.call(member, args, kwargs, sem)
+        return member(*args, **kwargs, _semantic=sem)
     interpreted.__name__ = getattr(member, "__name__", "interpreted")
     interpreted.__doc__ = getattr(member, "__doc__", None)
     return interpreted
@@ -105,6 +145,38 @@ def _patch_builtins(pkg, scope) -> None:
         got = _WRAPPERS[id(pkg)] = (pkg, wrapped)
     for name, wrapper in got[1]:
         scope.set_attr(pkg, name, wrapper)
+
+
+def _patch(scope) -> None:
+    """Patch Triton's language for interpretation (Triton's own interpreter patches, tritonkit's
+    builtin wrappers and its own replacements) through ``scope``."""
+    for lang in (tl, tl.core):
+        _patch_builtins(lang, scope)
+        _patch_builtins(lang.tensor, scope)
+        if lang is tl:
+            _patch_builtins(lang.math, scope)
+        _interp._patch_lang_tensor(lang.tensor, scope)
+        _interp._patch_lang_core(lang, scope)
+        # Triton < 3.7 converts with int(array of shape (1,)), which NumPy >= 2.4 refuses; under the
+        # batched engine a value that differs between programs splits the batch (see _batched)
+        scope.set_attr(lang.tensor, "__index__", batched_ops.tensor_index)
+        scope.set_attr(lang.tensor, "__bool__", batched_ops.tensor_bool)
+        scope.set_attr(lang.tensor, "T", property(batched_ops.tensor_transpose))
+        # np.asarray(x) of a kernel tensor is its values (in pdb, in device-side debugging)
+        scope.set_attr(lang.tensor, "__array__", _tensor_array)
+    _patch_builtins(tl.core.tensor_descriptor_base, scope)
+    cuda_libdevice = _cuda_libdevice()
+    if cuda_libdevice is not None:  # called directly: tl.extra.cuda.libdevice.tanh(x)
+        _patch_builtins(cuda_libdevice, scope)
+    for lang in (tl, tl.core):
+        scope.set_attr(lang, "reduce", _reduce)
+        scope.set_attr(lang, "associative_scan", _scan)
+    for lang in (tl, tl.core):
+        scope.set_attr(lang, "static_print", _static_print)
+        scope.set_attr(lang, "static_assert", _static_assert)
+    taint.install(scope)
+    scope.set_attr(_interp.TensorHandle, "bat", False)  # values with a program axis (batched engine)
+    scope.set_attr(_interp.TensorHandle, "fmul", None)  # a product's (lhs, rhs): fma contraction
 
 
 class patched_language:
@@ -123,35 +195,15 @@ class patched_language:
             return self._use_builder()
         self.modules = len(sys.modules)
         self.imported = frozenset(sys.modules)
-        scope = _interp._LangPatchScope()
+        scope = _Scope()
         _unstale(scope)
-        for lang in (tl, tl.core):
-            _patch_builtins(lang, scope)
-            _patch_builtins(lang.tensor, scope)
-            if lang is tl:
-                _patch_builtins(lang.math, scope)
-            _interp._patch_lang_tensor(lang.tensor, scope)
-            _interp._patch_lang_core(lang, scope)
-            # Triton < 3.7 converts with int(array of shape (1,)), which NumPy >= 2.4 refuses; under the
-            # batched engine a value that differs between programs splits the batch (see _batched)
-            scope.set_attr(lang.tensor, "__index__", batched_ops.tensor_index)
-            scope.set_attr(lang.tensor, "__bool__", batched_ops.tensor_bool)
-            scope.set_attr(lang.tensor, "T", property(batched_ops.tensor_transpose))
-            # np.asarray(x) of a kernel tensor is its values (in pdb, in device-side debugging)
-            scope.set_attr(lang.tensor, "__array__", _tensor_array)
-        _patch_builtins(tl.core.tensor_descriptor_base, scope)
-        cuda_libdevice = _cuda_libdevice()
-        if cuda_libdevice is not None:  # called directly: tl.extra.cuda.libdevice.tanh(x)
-            _patch_builtins(cuda_libdevice, scope)
-        for lang in (tl, tl.core):
-            scope.set_attr(lang, "reduce", _reduce)
-            scope.set_attr(lang, "associative_scan", _scan)
-        for lang in (tl, tl.core):
-            scope.set_attr(lang, "static_print", _static_print)
-            scope.set_attr(lang, "static_assert", _static_assert)
-        taint.install(scope)
-        scope.set_attr(_interp.TensorHandle, "bat", False)  # values with a program axis (batched engine)
-        scope.set_attr(_interp.TensorHandle, "fmul", None)  # a product's (lhs, rhs): fma contraction
+        if _PLAN:
+            scope.apply(_PLAN)
+        else:
+            scope.plan = []
+            _patch(scope)
+            _PLAN.extend(scope.plan)
+            scope.plan = None
         self.errstate = np.errstate(all="ignore")  # the GPU raises no floating-point exceptions
         self.errstate.__enter__()
         self.scope = scope
@@ -176,6 +228,7 @@ class patched_language:
         if len(sys.modules) != self.modules:
             _reload_imported_while_patched(self.imported)
             _WRAPPERS.clear()  # the reloaded modules' builtins are new objects
+            _PLAN.clear()
         return False
 
 

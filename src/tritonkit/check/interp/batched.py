@@ -77,8 +77,30 @@ def _with_product(h, product):
     return h
 
 
-#: per builder class: the names of the operations :class:`BatchedBuilder` wraps (see its ``__init__``)
-_WRAPPED: dict = {}
+def _batching(fn):
+    """``fn`` (a builder method that knows nothing of the program axis) with its result flagged as
+    batched where an argument is, and its size seen by the memory budget."""
+    def batching(self, *args, **kw):
+        out = fn(self, *args, **kw)
+        if isinstance(out, (TensorHandle, tuple)):
+            _flag(out, args)
+            if isinstance(out, TensorHandle) and out.bat:
+                self._seen(out.data)
+        return out
+    batching.__name__ = fn.__name__
+    batching.__doc__ = fn.__doc__
+    return batching
+
+
+def _wrap_operations(cls) -> None:
+    """Give ``cls`` each operation it inherits or defines (``create_*``, ``unary_op``, ``cast_impl``)
+    that is not one of the operations that know the program axis (``_SHAPED``) as :func:`_batching`
+    of it: once, at import (wrapping per builder took 0.3 ms of every launch)."""
+    for name in dir(cls):
+        if (name.startswith("create_") or name in ("unary_op", "cast_impl")) and name not in _SHAPED:
+            fn = getattr(cls, name)
+            if callable(fn):
+                setattr(cls, name, _batching(fn))
 
 
 class BatchedBuilder(CheckedBuilder):
@@ -93,6 +115,8 @@ class BatchedBuilder(CheckedBuilder):
     """
 
     _ELEMENTWISE = tuple(n for n in CheckedBuilder._ELEMENTWISE if n != "create_splat")
+    #: builtins' front end is replayed from recipes (see :mod:`.recipes`)
+    replays = True
 
     def __init__(self, launch) -> None:
         super().__init__(launch)
@@ -100,25 +124,6 @@ class BatchedBuilder(CheckedBuilder):
         self.coords = None
         self.max_bytes = 0  # the largest batched value made so far, in bytes (for the memory budget)
         self.active: Optional[np.ndarray] = None  # bool (P,): programs a divergent loop still runs (_simt)
-        names = _WRAPPED.get(type(self))
-        if names is None:  # once per class (``dir`` and the tests took 0.3 ms of every launch)
-            names = _WRAPPED[type(self)] = [
-                name for name in dir(self)
-                if (name.startswith("create_") or name in ("unary_op", "cast_impl")) and name not in _SHAPED
-                and callable(getattr(self, name, None))]
-        for name in names:
-            setattr(self, name, self._batching(getattr(self, name)))
-
-    def _batching(self, fn):
-        def batching(*args, **kw):
-            out = fn(*args, **kw)
-            if isinstance(out, (TensorHandle, tuple)):
-                _flag(out, args)
-                if isinstance(out, TensorHandle) and out.bat:
-                    self._seen(out.data)
-            return out
-        batching.__name__ = fn.__name__
-        return batching
 
     def _seen(self, data) -> None:
         nb = data.nbytes
@@ -473,3 +478,6 @@ class BatchedBuilder(CheckedBuilder):
         if any(is_batched(a) for a in args):
             raise Unbatchable("tl.dot_scaled")
         return super().create_dot_scaled(*args, **kw)
+
+
+_wrap_operations(BatchedBuilder)

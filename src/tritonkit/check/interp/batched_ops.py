@@ -13,6 +13,7 @@ from triton.runtime import interpreter as _interp
 
 from ..errors import Divergence
 from .builder import np_dtype_of
+from .recipes import read_data
 
 TensorHandle = _interp.TensorHandle
 
@@ -200,6 +201,7 @@ def tensor_bool(self) -> bool:
     Raises:
         Divergence: a batched scalar whose value differs between the batch's programs.
     """
+    read_data()
     if is_batched(self.handle):
         v = _uniform(self)
         return True if v is None else bool(v)
@@ -214,6 +216,7 @@ def tensor_index(self) -> int:
         Divergence: a batched scalar whose value differs between the batch's programs.
         TypeError: a block (only a scalar can be an index).
     """
+    read_data()
     if is_batched(self.handle):
         v = _uniform(self)
         if v is None:

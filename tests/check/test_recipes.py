@@ -1,0 +1,225 @@
+"""Recipes: Triton's front end run once per kind of builtin call under the batched engine, its
+builder calls replayed after that (``tritonkit.check.interp.recipes``).
+
+The differential tests (``test_batched``, ``test_shares``) compare every example and bug under the
+batched engine, which replays, with the sequential engine, which never does. These tests pin what
+they could miss: that replay really happens, that a key tells apart calls whose front end differs
+(the same tensor twice, the sign of a zero constant), and that what must not be replayed is not.
+"""
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter as _interp
+
+import tritonkit
+from tritonkit.check.interp import recipes
+
+
+@triton.jit
+def _squares_and_products(x_ptr, y_ptr, sq_ptr, prod_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    tl.store(sq_ptr + offs, x * x)  # the same tensor twice ...
+    tl.store(prod_ptr + offs, x * y)  # ... then two tensors of the same type: another key
+
+
+@triton.jit
+def _signed_zeros(pos_ptr, neg_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(pos_ptr + offs, tl.full((BLOCK,), 0.0, tl.float32))
+    tl.store(neg_ptr + offs, tl.full((BLOCK,), -0.0, tl.float32))
+
+
+@pytest.fixture
+def fresh_recipes():
+    saved = dict(recipes._RECIPES)
+    recipes._RECIPES.clear()
+    yield recipes._RECIPES
+    recipes._RECIPES.clear()
+    recipes._RECIPES.update(saved)
+
+
+class _FrontEndCalls:
+    """Counts calls of Triton's front end for a binary operation (``binary_op_type_checking_impl``)."""
+
+    def __init__(self, monkeypatch):
+        from triton.language import semantic
+        self.n = 0
+        original = semantic.TritonSemantic.binary_op_type_checking_impl
+
+        def counted(sem, *args, **kwargs):
+            self.n += 1
+            return original(sem, *args, **kwargs)
+        monkeypatch.setattr(semantic.TritonSemantic, "binary_op_type_checking_impl", counted)
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+def test_the_batched_engine_replays_and_the_oracle_does_not(engine, fresh_recipes, monkeypatch):
+    calls = _FrontEndCalls(monkeypatch)
+    x, y = torch.rand(256), torch.rand(256)
+    sq, prod = torch.empty(256), torch.empty(256)
+    with tritonkit.checking(engine=engine) as s:
+        _squares_and_products[(4,)](x, y, sq, prod, BLOCK=64)
+        first = calls.n
+        _squares_and_products[(4,)](x, y, sq, prod, BLOCK=64)
+        second = calls.n - first
+    assert not s.findings
+    assert first > 0
+    if engine == "auto":  # the batched engine
+        assert second == 0 and fresh_recipes  # every binary operation of the second launch replayed
+    else:
+        assert second == first and not fresh_recipes
+    assert torch.equal(sq, x * x) and torch.equal(prod, x * y)
+
+
+def test_the_same_tensor_twice_is_another_key(fresh_recipes):
+    x, y = torch.rand(512), torch.rand(512)
+    sq, prod = torch.empty(512), torch.empty(512)
+    with tritonkit.checking():
+        for _ in range(2):  # the second launch replays both
+            _squares_and_products[(8,)](x, y, sq, prod, BLOCK=64)
+            assert torch.equal(sq, x * x) and torch.equal(prod, x * y)
+
+
+def test_the_sign_of_a_zero_constant_is_in_the_key(fresh_recipes):
+    """Both launches as the oracle makes them (the sign of ``tl.full``'s zero is the front end's
+    business: Triton 3.9 keeps it, 3.6 does not); 0.0 and -0.0 are equal, so only the key's sign
+    keeps the second one from replaying the first's constant."""
+    signs = []
+    for engine in ("sequential", "auto", "auto"):
+        pos, neg = torch.ones(128), torch.ones(128)
+        with tritonkit.checking(engine=engine):
+            _signed_zeros[(2,)](pos, neg, BLOCK=64)
+        assert torch.equal(pos, torch.zeros(128)) and torch.equal(neg, torch.zeros(128))
+        signs.append((torch.signbit(pos).tolist(), torch.signbit(neg).tolist()))
+    assert signs[0] == signs[1] == signs[2]
+
+
+# --- the recorder on a stand-in builder ------------------------------------------------------------
+class _Builder:
+    """A builder with one operation, counting its calls."""
+
+    replays = True
+
+    def __init__(self):
+        self.calls = 0
+        self.options = "options"
+
+    def create_fmul(self, a, b):
+        self.calls += 1
+        return _interp.TensorHandle(a.data * b.data, a.dtype)
+
+
+class _Semantic:
+    def __init__(self, builder):
+        self.builder = builder
+
+
+def _tensor(values):
+    return tl.tensor(_interp.TensorHandle(np.asarray(values, np.float32), tl.float32), tl.block_type(tl.float32, [2]))
+
+
+def _multiply(a, b, _semantic=None):
+    """A builtin's stand-in: its front end reads an option, then asks the builder."""
+    _semantic.builder.options
+    _semantic.front_end_runs = getattr(_semantic, "front_end_runs", 0) + 1
+    return tl.tensor(_semantic.builder.create_fmul(a.handle, b.handle), a.type)
+
+
+def test_a_recorded_call_is_replayed_on_new_handles(fresh_recipes):
+    sem = _Semantic(_Builder())
+    out = recipes.call(_multiply, (_tensor([1, 2]), _tensor([3, 4])), {}, sem)
+    assert out.handle.data.tolist() == [3, 8] and sem.front_end_runs == 1
+    out = recipes.call(_multiply, (_tensor([5, 6]), _tensor([7, 8])), {}, sem)
+    assert out.handle.data.tolist() == [35, 48] and out.type == tl.block_type(tl.float32, [2])
+    assert sem.front_end_runs == 1 and sem.builder.calls == 2
+
+
+def test_a_changed_builder_attribute_records_again(fresh_recipes):
+    sem = _Semantic(_Builder())
+    recipes.call(_multiply, (_tensor([1, 2]), _tensor([3, 4])), {}, sem)
+    sem.builder = _Builder()
+    sem.builder.options = "other options"
+    out = recipes.call(_multiply, (_tensor([5, 6]), _tensor([7, 8])), {}, sem)
+    assert out.handle.data.tolist() == [35, 48] and sem.front_end_runs == 2
+
+
+def _reads_data(a, _semantic=None):
+    """A front end that reads a value's data (``bool`` of a tensor) to decide what to build."""
+    _semantic.front_end_runs = getattr(_semantic, "front_end_runs", 0) + 1
+    recipes.read_data()
+    return tl.tensor(_semantic.builder.create_fmul(a.handle, a.handle), a.type)
+
+
+def _builds_without_the_builder(a, _semantic=None):
+    """A front end that makes a value itself: nothing the builder could replay."""
+    _semantic.front_end_runs = getattr(_semantic, "front_end_runs", 0) + 1
+    return tl.tensor(_interp.TensorHandle(a.handle.data + 1, tl.float32), a.type)
+
+
+@pytest.mark.parametrize("member", [_reads_data, _builds_without_the_builder])
+def test_what_cannot_be_replayed_runs_the_front_end_every_time(member, fresh_recipes):
+    sem = _Semantic(_Builder())
+    first = recipes.call(member, (_tensor([1, 2]),), {}, sem)
+    second = recipes.call(member, (_tensor([3, 4]),), {}, sem)
+    assert sem.front_end_runs == 2
+    assert fresh_recipes and all(r is None for r in fresh_recipes.values())
+    assert second.handle.data.tolist() == member(_tensor([3, 4]), _semantic=_Semantic(_Builder())).handle.data.tolist()
+    assert first.handle.data.tolist() != second.handle.data.tolist()
+
+
+def test_arguments_that_make_no_key_run_the_front_end(fresh_recipes):
+    sem = _Semantic(_Builder())
+
+    def member(a, fn, _semantic=None):
+        return _multiply(a, a, _semantic=_semantic)
+    def scaled(a, scale, _semantic=None):
+        return _multiply(a, a, _semantic=_semantic)
+    for _ in range(2):
+        recipes.call(member, (_tensor([1, 2]), lambda v: v), {}, sem)  # a function
+        recipes.call(scaled, (_tensor([1, 2]),), {"scale": float("nan")}, sem)  # NaN equals no key
+    assert sem.front_end_runs == 4 and not fresh_recipes
+
+
+class _Pointer:
+    """A handle that is not a ``TensorHandle`` (as Triton 3.6's block pointers are)."""
+
+    def __init__(self, base):
+        self.base = base
+
+
+class _PointerBuilder(_Builder):
+    def create_advance(self, ptr, step):
+        self.calls += 1
+        return _Pointer(ptr.base + step)
+
+
+def _advance(p, step, _semantic=None):
+    _semantic.front_end_runs = getattr(_semantic, "front_end_runs", 0) + 1
+    return tl.tensor(_semantic.builder.create_advance(p.handle, step), p.type)
+
+
+def test_handles_of_any_class_are_values_of_the_call(fresh_recipes):
+    """An argument's handle that is not a ``TensorHandle`` is still the argument's, not a constant
+    (Triton 3.6's block pointers: a replayed load read the first launch's pointer)."""
+    sem = _Semantic(_PointerBuilder())
+    ty = tl.pointer_type(tl.float32)
+    assert recipes.call(_advance, (tl.tensor(_Pointer(10), ty), 1), {}, sem).handle.base == 11
+    assert recipes.call(_advance, (tl.tensor(_Pointer(20), ty), 1), {}, sem).handle.base == 21
+    assert sem.front_end_runs == 1 and sem.builder.calls == 2
+
+
+def test_an_object_from_elsewhere_is_no_constant(fresh_recipes):
+    sem = _Semantic(_PointerBuilder())
+    kept = _Pointer(5)  # not an argument's, not a builder result of the call
+
+    def member(a, _semantic=None):
+        _semantic.front_end_runs = getattr(_semantic, "front_end_runs", 0) + 1
+        _semantic.builder.create_advance(kept, 1)
+        return a
+    for _ in range(2):
+        recipes.call(member, (_tensor([1, 2]),), {}, sem)
+    assert sem.front_end_runs == 2 and list(fresh_recipes.values()) == [None]
