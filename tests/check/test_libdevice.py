@@ -534,7 +534,13 @@ def test_contracted_fp32_fma_rounds_once_where_float64_would_round_twice():
         exact = Fraction(ops[0]) * Fraction(ops[1]) + Fraction(ops[2])
         want = round32(exact, "rn") if exact != 0 else float(np.float32(ops[0]) * np.float32(ops[1]) + np.float32(ops[2]))
         assert np.float32(want).tobytes() == got[i].tobytes(), (ops, want, got[i])
-    # the broadcast shapes the batched engine passes: (P, 1) against (P, N)
+    # the same operands broadcast, as the batched engine passes them ((P, 1) against (P, N)): the
+    # lanes looked at again are found in the broadcast operands too
+    cols = 3
+    with np.errstate(all="ignore"):
+        wide = ld.fma_f32(args[0][:, None], np.repeat(args[1][:, None], cols, 1), np.repeat(args[2][:, None], cols, 1))
+    assert wide.shape == (got.size, cols)
+    assert all(wide[:, j].tobytes() == got.tobytes() for j in range(cols))
     x = RNG.standard_normal((4, 1)).astype(np.float32)
     y = RNG.standard_normal((4, 5)).astype(np.float32)
     z = RNG.standard_normal((1, 5)).astype(np.float32)

@@ -36,6 +36,7 @@ exactly: ``__nv_rcp64h`` (a hardware reciprocal estimate; here the reciprocal of
 from __future__ import annotations
 
 import math
+import sys
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Callable, Dict, Tuple
@@ -308,30 +309,53 @@ _FMA_CHUNK = 1 << 18
 
 def _fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
-    p = np.multiply(a, b, dtype=F64)  # exact: 24 x 24 bits
-    s = np.add(p, c, dtype=F64)
-    out = s.astype(np.float32).reshape(-1)
+    s = np.multiply(a, b, dtype=F64)  # exact: 24 x 24 bits
+    if isinstance(s, np.ndarray) and s.shape == shape:
+        np.add(s, c, out=s)
+    else:
+        s = np.add(s, c, dtype=F64)
     flat_s = s.reshape(-1)
-    low = flat_s.view(np.uint64) & np.uint64((1 << 29) - 1)
-    half = np.flatnonzero(low == np.uint64(1 << 28))
+    out = flat_s.astype(np.float32)
+    # the lanes to look at again, found on the float64 sum's two 32-bit words: a halfway sum (low 29
+    # bits 1 followed by zeros: the float32 rounding tie), or a nonzero sum below 2**-125 (exponent
+    # field under 1023 - 125). A nonzero sum of float32 products and addends is a multiple of 2**-298,
+    # so its high word (sign off) is nonzero: one less than it wraps to the top for exactly the zeros
+    words = flat_s.view(np.uint32)
+    mark = (words[_LOW_WORD::2] & np.uint32((1 << 29) - 1)) == np.uint32(1 << 28)
+    high = words[1 - _LOW_WORD::2] & np.uint32(0x7FFFFFFF)
+    high -= np.uint32(1)
+    mark |= high < np.uint32(((1023 - 125) << 20) - 1)
+    idx = np.flatnonzero(mark)
+    if idx.size == 0:
+        return out.reshape(shape)
+    sm = flat_s[idx]
+    half_here = (sm.view(np.uint64) & np.uint64((1 << 29) - 1)) == np.uint64(1 << 28)
+    half = idx[half_here]
     if half.size:
-        ph = np.broadcast_to(p, shape).reshape(-1)[half]
-        ch = np.broadcast_to(c, shape).reshape(-1)[half].astype(F64)
-        sh = flat_s[half]
+        ph = np.multiply(_at(a, shape, half), _at(b, shape, half), dtype=F64)
+        ch = _at(c, shape, half).astype(F64)
+        sh = sm[half_here]
         bb = sh - ph
         err = (ph - (sh - bb)) + (ch - bb)  # exact value = sh + err
         inexact = err != 0
         if inexact.any():
-            idx = half[inexact]
             moved = np.nextafter(sh[inexact], np.where(err[inexact] > 0, _INF, -_INF))
-            out[idx] = moved.astype(np.float32)
-    tiny = np.flatnonzero(np.abs(flat_s) < 2.0 ** -125)
+            out[half[inexact]] = moved.astype(np.float32)
+    tiny_here = np.abs(sm) < 2.0 ** -125  # (no zero was marked: an exactly zero sum is exact, its sign IEEE's)
+    tiny = idx[tiny_here]
     if tiny.size:
-        tiny = tiny[flat_s[tiny] != 0]  # an exactly zero sum is exact, its sign IEEE's
-    if tiny.size:
-        fa, fb, fc = (np.broadcast_to(v, shape).reshape(-1)[tiny] for v in (a, b, c))
-        out[tiny] = _ffma("rn")(fa, fb, fc)
+        out[tiny] = _ffma("rn")(*(_at(v, shape, tiny) for v in (a, b, c)))
     return out.reshape(shape)
+
+
+_LOW_WORD = 0 if sys.byteorder == "little" else 1  # which 32-bit word of a float64 holds its low bits
+
+
+def _at(v: np.ndarray, shape, flat: np.ndarray) -> np.ndarray:
+    """The elements of ``v`` broadcast to ``shape`` at flat indices ``flat`` (no broadcast copy)."""
+    if np.shape(v) == shape:
+        return np.reshape(v, -1)[flat]
+    return np.broadcast_to(v, shape)[np.unravel_index(flat, shape)]
 
 
 def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
