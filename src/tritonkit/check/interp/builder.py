@@ -238,9 +238,10 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         if o.ndim < np.ndim(p) or o.shape != np.broadcast_shapes(np.shape(p), o.shape):
             out = super().create_addptr(ptr, offset)
         else:
-            addr = o.astype(np.uint64)
-            if size != 1:
-                addr *= np.uint64(size)
+            if size != 1:  # the cast and the multiply in one pass (int64 -1 -> 2**64 - 1, as astype)
+                addr = np.multiply(o, np.uint64(size), dtype=np.uint64, casting="unsafe")
+            else:
+                addr = o.astype(np.uint64)
             addr += p
             out = TensorHandle(addr, ptr.dtype)
         if size != 1 and o.dtype.itemsize == 8 and o.size and self.launch.hooks.int_arith:
