@@ -73,6 +73,25 @@ def test_resolve_gives_each_address_its_argument():
     np.testing.assert_array_equal(space.in_view(res, 4), [True, True, False, False, True])
 
 
+@pytest.mark.parametrize("pattern", ["consecutive", "every other", "consecutive rows of a tile", "backwards",
+                                     "one lane", "unaligned start"])
+def test_resolve_finds_the_ends_and_contiguity_of_evenly_spaced_lanes(pattern):
+    """Evenly spaced lanes take their ends from the first and last lane (no pass for min and max) and
+    know they are contiguous: both as the definition says, whatever the pattern."""
+    a = torch.zeros(1 << 13)
+    space, (ra,) = _space_with(a)
+    elems = {"consecutive": np.arange(3000), "every other": np.arange(0, 6000, 2),
+             "consecutive rows of a tile": (np.arange(40)[:, None] * 128 + np.arange(64)[None, :]).reshape(-1),
+             "backwards": np.arange(3000)[::-1], "one lane": np.array([7]), "unaligned start": np.arange(3000)}[pattern]
+    off = elems.astype(np.int64) * 4 + (2 if pattern == "unaligned start" else 0)
+    res = space.resolve((ra.vaddr + off).astype(np.uint64), None)
+    np.testing.assert_array_equal(res.off, off)
+    assert (res.lo, res.hi) == (int(off.min()), int(off.max()))
+    for size in (2, 4, 8):
+        want = bool(off[0] % size == 0 and (off.shape[0] < 2 or (np.diff(off) == size).all()))
+        assert res.contiguous(size) == want, size
+
+
 def test_aliasing_views_share_bytes_and_validity():
     base = torch.arange(12, dtype=torch.float32)
     whole, tail = base, base[6:]

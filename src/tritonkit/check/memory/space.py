@@ -27,21 +27,26 @@ _SHIFT_OF = {2: 1, 4: 2, 8: 3, 16: 4}
 
 
 _CHUNK = 1 << 16
+_FIRST_CHUNK = 1 << 10
+_MAX_STEP = 16  # the widest element an access moves (bytes): a larger even step is no contiguous access
 
 
 def _steps_are(off: np.ndarray, step: int) -> bool:
     """Whether consecutive elements of ``off`` (int64, 1-D) differ by ``step``, compared in chunks
-    that stay in cache (and stop at the first chunk that differs)."""
+    that stay in cache (and stop at the first chunk that differs; the first is short, so that an
+    access whose first lanes only are consecutive, a row of a tile, costs little)."""
     n = off.shape[0]
     if n < 2:
         return True
     buf = np.empty(min(_CHUNK, n - 1), dtype=np.int64)
-    for i in range(0, n - 1, _CHUNK):
-        j = min(n - 1, i + _CHUNK)
+    i = 0
+    while i < n - 1:
+        j = min(n - 1, i + (_FIRST_CHUNK if i == 0 else _CHUNK))
         d = buf[: j - i]
         np.subtract(off[i + 1:j + 1], off[i:j], out=d)
         if not (d == step).all():
             return False
+        i = j
     return True
 
 
@@ -216,9 +221,19 @@ class AddressSpace:
         s0 = int(act[0]) >> SLOT_SHIFT
         if 1 <= s0 <= len(self.regions):  # one slot, the common case: one subtraction (the base is < 2**63)
             off = act.view(np.int64) - np.int64((s0 << SLOT_SHIFT) + SLOT_HALF)
-            lo, hi = int(off.min()), int(off.max())
+            n = off.shape[0]
+            step = int(off[1]) - int(off[0]) if n > 1 else 0
+            if 0 < step <= _MAX_STEP and _steps_are(off, step):  # evenly spaced (consecutive elements):
+                lo, hi = int(off[0]), int(off[-1])  # the ends are the extremes, no pass for min and max
+                contig = (step, lo % step == 0)
+            else:
+                lo, hi = int(off.min()), int(off.max())
+                contig = None
             if lo >= -SLOT_HALF and hi < SLOT_HALF:
-                return Resolved(lanes, None, off, s0, lo, hi)
+                res = Resolved(lanes, None, off, s0, lo, hi)
+                if contig is not None:
+                    res._contig = contig
+                return res
         slot = (act >> np.uint64(SLOT_SHIFT)).astype(np.int64)
         off = (act - ((slot.astype(np.uint64) << np.uint64(SLOT_SHIFT)) + np.uint64(SLOT_HALF))).view(np.int64)
         if self.foreign is not None:
