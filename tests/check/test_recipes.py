@@ -223,3 +223,29 @@ def test_an_object_from_elsewhere_is_no_constant(fresh_recipes):
     for _ in range(2):
         recipes.call(member, (_tensor([1, 2]),), {}, sem)
     assert sem.front_end_runs == 2 and list(fresh_recipes.values()) == [None]
+
+
+def test_the_language_is_patched_from_a_plan_made_again_for_other_modules(monkeypatch):
+    """Launches set Triton's language from the list the first patching made; where the modules it
+    was made for are no longer the ones imported (a reload), it is made again."""
+    from tritonkit.check import triton_hooks
+    made = []
+    original = triton_hooks._patch
+
+    def counted(scope):
+        made.append(1)
+        original(scope)
+    monkeypatch.setattr(triton_hooks, "_patch", counted)
+    x, y = torch.rand(64), torch.rand(64)
+    sq, prod = torch.empty(64), torch.empty(64)
+    with tritonkit.checking():
+        _squares_and_products[(1,)](x, y, sq, prod, BLOCK=64)
+        _squares_and_products[(1,)](x, y, sq, prod, BLOCK=64)
+        before = len(made)
+        assert before <= 1  # made at most once (another test's launch may have made it already)
+        key = triton_hooks._plan_key()
+        monkeypatch.setattr(triton_hooks, "_plan_key", lambda: key + (0,))
+        _squares_and_products[(1,)](x, y, sq, prod, BLOCK=64)
+        _squares_and_products[(1,)](x, y, sq, prod, BLOCK=64)
+    assert len(made) == before + 1  # made again, once, for the new key
+    assert torch.equal(sq, x * x) and torch.equal(prod, x * y)

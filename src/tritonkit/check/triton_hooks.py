@@ -83,7 +83,15 @@ _WRAPPERS: Dict[int, Tuple[object, List[Tuple[str, object]]]] = {}
 #: again by later launches in one loop (0.5 ms of a small launch went to patching attribute by
 #: attribute); emptied with :data:`_WRAPPERS` when Triton modules are reloaded
 _PLAN: List[Tuple[object, str, object]] = []
+_PLAN_KEY: list = [None]  # the modules the plan was made for (see _plan_key)
 _MISSING = object()
+
+
+def _plan_key() -> tuple:
+    """The modules and classes :func:`_patch` patches, by identity: a plan made for others (a module
+    reloaded, CUDA's libdevice importable only later) is made again."""
+    return tuple(id(m) for m in (tl, tl.core, tl.math, tl.tensor, tl.core.tensor, tl.core.tensor_descriptor_base,
+                                 _cuda_libdevice()))
 
 
 class _Scope:
@@ -197,12 +205,14 @@ class patched_language:
         self.imported = frozenset(sys.modules)
         scope = _Scope()
         _unstale(scope)
-        if _PLAN:
+        key = _plan_key()
+        if _PLAN and _PLAN_KEY[0] == key:
             scope.apply(_PLAN)
-        else:
+        else:  # the first launch, or a module patched then is no longer the one imported
             scope.plan = []
             _patch(scope)
-            _PLAN.extend(scope.plan)
+            _PLAN[:] = scope.plan
+            _PLAN_KEY[0] = key
             scope.plan = None
         self.errstate = np.errstate(all="ignore")  # the GPU raises no floating-point exceptions
         self.errstate.__enter__()

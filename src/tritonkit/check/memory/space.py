@@ -223,7 +223,8 @@ class AddressSpace:
             off = act.view(np.int64) - np.int64((s0 << SLOT_SHIFT) + SLOT_HALF)
             n = off.shape[0]
             step = int(off[1]) - int(off[0]) if n > 1 else 0
-            if 0 < step <= _MAX_STEP and _steps_are(off, step):  # evenly spaced (consecutive elements):
+            if 0 < step <= _MAX_STEP and int(off[-1]) - int(off[0]) == (n - 1) * step \
+                    and _steps_are(off, step):  # evenly spaced (consecutive elements):
                 lo, hi = int(off[0]), int(off[-1])  # the ends are the extremes, no pass for min and max
                 contig = (step, lo % step == 0)
             else:
