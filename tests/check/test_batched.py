@@ -338,9 +338,9 @@ def test_a_race_between_programs_of_different_batches_is_found_like_one_program_
     needed = []
     check_summary = _guard.Guard._check_summary
 
-    def checked(self, key, off, size):
+    def checked(self, key, off, size, ends=None):
         try:
-            return check_summary(self, key, off, size)
+            return check_summary(self, key, off, size, ends)
         except _guard.NeedPrecise:
             needed.append(key)
             raise

@@ -83,11 +83,11 @@ class BoundsCheck(Check):
         if size > 1 and res.contiguous(size):  # consecutive elements from an aligned first one
             res.aligned = True
         elif size > 1:
-            misaligned = (res.off & (size - 1)) != 0
-            if misaligned.any():
-                ok = ~misaligned if ok is None else ok & ~misaligned
-            else:
+            if int(np.bitwise_or.reduce(res.off)) & (size - 1) == 0:  # one pass: no lane has a low bit set
                 res.aligned = True
+            else:
+                misaligned = (res.off & (size - 1)) != 0
+                ok = ~misaligned if ok is None else ok & ~misaligned
         if ok is None or ok.all():
             return
         res.keep(ok)

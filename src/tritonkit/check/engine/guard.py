@@ -185,11 +185,13 @@ class Guard:
             span = sel is None and size == g and res.contiguous(size)
             item = (off, off.shape[0], lanes, res.per, order, size, g, ncells, uniform, span)
             if key in self.summary:
+                # the lanes' extremes: known already where every lane of one slot is in (no pass over them)
+                ends = (res.lo, res.hi) if sel is None and res.single_slot >= 0 else None
                 if kind == "load" and key not in self.written and not span:
-                    self._widen(key, off, size)
+                    self._widen(key, off, size, ends)
                     continue
                 if kind != "load":
-                    self._check_summary(key, off, size)
+                    self._check_summary(key, off, size, ends)
             if kind == "load" and key not in self.written:
                 if span:  # a span is entered by its first cell and length: its offsets are not held
                     item = (off[:1].copy(),) + item[1:]
@@ -261,22 +263,28 @@ class Guard:
         self.pending = kept
         self.pending_lanes = 0
 
-    def _widen(self, key: int, off: np.ndarray, size: int) -> None:
-        """Widen a storage's summarized load range to take in the lanes at byte offsets ``off``."""
+    def _widen(self, key: int, off: np.ndarray, size: int, ends=None) -> None:
+        """Widen a storage's summarized load range to take in the lanes at byte offsets ``off``
+        (``ends``: their smallest and largest, where known)."""
         if off.shape[0] == 0:
             return
-        lo, hi = int(off.min()), int(off.max()) + size
+        lo, hi = ends if ends is not None else (int(off.min()), int(off.max()))
+        hi += size
         old = self.summary.get(key)
         self.summary[key] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
 
-    def _check_summary(self, key: int, off: np.ndarray, size: int) -> None:
-        """A write to a storage with summarized loads: it must land outside their range.
+    def _check_summary(self, key: int, off: np.ndarray, size: int, ends=None) -> None:
+        """A write to a storage with summarized loads: it must land outside their range (``ends``:
+        the smallest and largest of ``off``, where known).
 
         Raises:
             NeedPrecise: it lands inside: whether it conflicts takes the loads themselves.
         """
         lo, hi = self.summary[key]
-        if off.shape[0] and int(off.min()) < hi and int(off.max()) + size > lo:
+        if not off.shape[0]:
+            return
+        first, last = ends if ends is not None else (int(off.min()), int(off.max()))
+        if first < hi and last + size > lo:
             raise NeedPrecise(key)
 
     def _enter_lazy(self, owners: _Owners, item, bit: int) -> None:
