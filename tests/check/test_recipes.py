@@ -249,3 +249,15 @@ def test_the_language_is_patched_from_a_plan_made_again_for_other_modules(monkey
         _squares_and_products[(1,)](x, y, sq, prod, BLOCK=64)
     assert len(made) == before + 1  # made again, once, for the new key
     assert torch.equal(sq, x * x) and torch.equal(prod, x * y)
+
+
+def test_type_keys_are_equal_exactly_for_equal_types():
+    key = recipes._type_key
+    f32, f16 = tl.float32, tl.float16
+    assert key(tl.block_type(f32, [4, 8])) == key(tl.block_type(f32, [4, 8]))  # two objects, one type
+    assert key(tl.block_type(f32, [4, 8])) != key(tl.block_type(f32, [8, 4]))
+    assert key(tl.block_type(f32, [4])) != key(tl.block_type(f16, [4]))
+    assert key(tl.pointer_type(f32)) == key(tl.pointer_type(f32)) != key(tl.pointer_type(f16))
+    assert key(tl.block_type(tl.pointer_type(f32), [4])) != key(tl.block_type(f32, [4]))
+    t = tl.block_type(f32, [16])
+    assert key(t) is key(t)  # looked up the second time

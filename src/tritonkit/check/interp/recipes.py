@@ -67,14 +67,27 @@ class _NoKey(Exception):
     """An argument that does not make a key (see :func:`_key`)."""
 
 
+#: id of a block or pointer type -> (the type, its key): replayed results share their recipe's type
+#: objects, so most keys are looked up, not made (at most MAX_RECIPES, then emptied)
+_TYPE_KEYS: Dict[int, tuple] = {}
+
+
 def _type_key(ty):
     """A hashable key equal for equal Triton types (``block_type`` and ``pointer_type`` are not
     hashable in every Triton version). Raises :class:`_NoKey` for other unhashable types."""
     cls = type(ty)
-    if cls is _BLOCK:
-        return (_BLOCK, _type_key(ty.element_ty), tuple(int(s) for s in ty.shape))
-    if cls is _POINTER:
-        return (_POINTER, _type_key(ty.element_ty), ty.address_space, bool(ty.const))
+    if cls is _BLOCK or cls is _POINTER:
+        got = _TYPE_KEYS.get(id(ty))
+        if got is not None and got[0] is ty:
+            return got[1]
+        if cls is _BLOCK:
+            key = (_BLOCK, _type_key(ty.element_ty), tuple(int(s) for s in ty.shape))
+        else:
+            key = (_POINTER, _type_key(ty.element_ty), ty.address_space, bool(ty.const))
+        if len(_TYPE_KEYS) >= MAX_RECIPES:
+            _TYPE_KEYS.clear()
+        _TYPE_KEYS[id(ty)] = (ty, key)  # the type is kept: its id is not reused while it is here
+        return key
     if cls is _DTYPE:
         return ty
     try:
