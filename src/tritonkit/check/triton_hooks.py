@@ -84,7 +84,6 @@ _WRAPPERS: Dict[int, Tuple[object, List[Tuple[str, object]]]] = {}
 #: attribute); emptied with :data:`_WRAPPERS` when Triton modules are reloaded
 _PLAN: List[Tuple[object, str, object]] = []
 _PLAN_KEY: list = [None]  # the modules the plan was made for (see _plan_key)
-_MISSING = object()
 
 
 def _plan_key() -> tuple:
@@ -94,34 +93,25 @@ def _plan_key() -> tuple:
                                  _cuda_libdevice()))
 
 
-class _Scope:
-    """Triton's ``_LangPatchScope`` (attributes set, and put back by :meth:`restore`), that can also
+class _Scope(_interp._LangPatchScope):
+    """Triton's ``_LangPatchScope`` (attributes set, and put back by ``restore``), that can also
     write down what it sets (``plan``) and set a written-down plan again (:meth:`apply`)."""
 
     def __init__(self) -> None:
-        self._changes: list = []
+        super().__init__()
         self.plan = None
 
     def set_attr(self, obj, name: str, value) -> None:
-        self._changes.append((obj, name, getattr(obj, name, _MISSING)))
-        setattr(obj, name, value)
+        super().set_attr(obj, name, value)
         if self.plan is not None:
             self.plan.append((obj, name, value))
 
     def apply(self, plan) -> None:
-        changes = self._changes
+        """Set every ``(object, name, value)`` of ``plan``, as ``set_attr`` would, in one loop."""
+        changes, missing = self._changes, _interp._MISSING
         for obj, name, value in plan:
-            changes.append((obj, name, getattr(obj, name, _MISSING)))
+            changes.append((obj, name, getattr(obj, name, missing)))
             setattr(obj, name, value)
-
-    def restore(self) -> None:
-        changes = self._changes
-        while changes:
-            obj, name, original = changes.pop()
-            if original is _MISSING:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, original)
 
 
 #: the patched scopes entered and not yet exited (a launch's, and its engine's within it)

@@ -329,7 +329,17 @@ class Recipe:
 
 def call(member, args, kwargs, sem):
     """Call the builtin ``member`` with the interpreter's semantic ``sem``: replayed from a recipe
-    where one exists for this key, recorded where none does (see the module)."""
+    where one exists for this key, recorded where none does (see the module).
+
+    ``args`` (a tuple) and ``kwargs`` (a dict) are the builtin's arguments as the kernel gave them.
+    Returns what the builtin returns: a ``tl.tensor`` (its handle's data shaped as the builder
+    makes it), a tuple of them, a constant or None.
+
+    Raises:
+        whatever Triton's front end or the builder raises for this call (a type error, a
+        :class:`~tritonkit.check.errors.Divergence`): a replay makes the same builder calls, so it
+        raises what the recorded call would have raised from the builder.
+    """
     if _RECORDING:
         return member(*args, **kwargs, _semantic=sem)
     key, handles = _key(member, args, kwargs)
