@@ -29,6 +29,7 @@ from .errors import StaticAssertFailed
 from .findings import Violation
 from .interp import batched_ops, recipes, taint
 from .interp.batched_ops import BatchedReduce, BatchedScan, is_batched
+from .interp.builder import interp_np_dtype
 from .interp.kernels import kernel_frames
 from .interp.numerics import BITS_TYPES, from_float, to_float, values
 
@@ -175,6 +176,7 @@ def _patch(scope) -> None:
     taint.install(scope)
     scope.set_attr(_interp.TensorHandle, "bat", False)  # values with a program axis (batched engine)
     scope.set_attr(_interp.TensorHandle, "fmul", None)  # a product's (lhs, rhs): fma contraction
+    scope.set_attr(_interp, "_get_np_dtype", interp_np_dtype)
 
 
 class patched_language:

@@ -80,9 +80,11 @@ class BoundsCheck(Check):
         space = launch.space
         ok = space.in_view(res, access.size)
         size = access.size
-        if size > 1 and res.contiguous(size):  # consecutive elements from an aligned first one
+        if size == 1 or res.aligned:  # known aligned (a pointer block whose bases are)
+            pass
+        elif res.contiguous(size):  # consecutive elements from an aligned first one
             res.aligned = True
-        elif size > 1:
+        else:
             if int(np.bitwise_or.reduce(res.off)) & (size - 1) == 0:  # one pass: no lane has a low bit set
                 res.aligned = True
             else:

@@ -172,6 +172,8 @@ class _LaunchState:
         if res.n < 2:
             return
         ok = res._ok
+        if ok is None and res.contiguous(values_flat.dtype.itemsize):  # consecutive elements: none twice
+            return
         off = res.off if ok is None else res.off[ok]
         if off.shape[0] < 2:
             return

@@ -333,13 +333,12 @@ class UninitializedCheck(Check):
             tr = self._tracked(launch, region.storage)
             if tr is None:
                 continue
-            off = res.off if sel is None else res.off[sel]
             per = max(1, access.size // tr.g)
             if sel is None and access.size == tr.g and res.contiguous(access.size):  # consecutive: a slice
                 c0 = res.lo // tr.g
                 cells = slice(c0, c0 + res.n)
             else:
-                cells = element_cells(off, access.size, tr.g, tr.ncells)
+                cells = element_cells(res.off if sel is None else res.off[sel], access.size, tr.g, tr.ncells)
             reads = access.kind == "load" or (access.kind == "atomic" and access.op not in ("atomic_xchg",
                                                                                              "atomic_store"))
             if reads:
@@ -347,7 +346,7 @@ class UninitializedCheck(Check):
                 if per > 1:
                     bad = bad.reshape(-1, per).any(axis=1)
                 if bad.any():
-                    self._report(launch, access, res, sel, region, tr, off, bad)
+                    self._report(launch, access, res, sel, region, tr, res.off if sel is None else res.off[sel], bad)
             if access.kind != "load":
                 if launch.tx is not None:
                     uninit, old = tr.uninit, tr.uninit[cells].copy()

@@ -2,7 +2,7 @@
 elements, to tell when running them interleaved would differ from running them one after another."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 import numpy as np
 
@@ -134,6 +134,26 @@ def _span_runs(res, order: np.ndarray, g: int, nbytes: int):
     return lo, lo + per, order.astype(np.int32)
 
 
+class _Offsets:
+    """The byte offsets of every lane of an access in one slot (``res.off``), made when they are
+    first entered: while they wait (a pending load), their count and ends are known without them."""
+
+    __slots__ = ("res",)
+
+    def __init__(self, res) -> None:
+        self.res = res
+
+    @property
+    def shape(self) -> Tuple[int]:
+        return (self.res.n,)
+
+    def min(self) -> int:
+        return self.res.lo
+
+    def max(self) -> int:
+        return self.res.hi
+
+
 class Guard:
     """Watches the elements a batched run touches for programs that depend on each other (see the
     module). :meth:`access` is called (through the running :class:`~.transaction.Transaction`) by the launch
@@ -180,10 +200,17 @@ class Guard:
             key = id(storage)
             g = space.cell_bytes(storage)
             ncells = -(-storage.nbytes // g)
-            off = res.off if sel is None else res.off[sel]
             lanes = res._lanes if sel is None else res.lanes[sel]
             span = sel is None and size == g and res.contiguous(size)
-            item = (off, off.shape[0], lanes, res.per, order, size, g, ncells, uniform, span)
+            if span:  # consecutive cells from res.lo: entered by the first and the count, not lane by lane
+                off = np.array([res.lo], dtype=np.int64)
+                n = res.n
+            elif sel is None and res.single_slot >= 0:  # made when entered (a summary takes their ends only)
+                off, n = _Offsets(res), res.n
+            else:
+                off = res.off if sel is None else res.off[sel]
+                n = off.shape[0]
+            item = (off, n, lanes, res.per, order, size, g, ncells, uniform, span)
             if key in self.summary:
                 # the lanes' extremes: known already where every lane of one slot is in (no pass over them)
                 ends = (res.lo, res.hi) if sel is None and res.single_slot >= 0 else None
@@ -193,10 +220,8 @@ class Guard:
                 if kind != "load":
                     self._check_summary(key, off, size, ends)
             if kind == "load" and key not in self.written:
-                if span:  # a span is entered by its first cell and length: its offsets are not held
-                    item = (off[:1].copy(),) + item[1:]
-                else:
-                    self.pending_lanes += off.shape[0]
+                if not span:  # a span is entered by its first cell and length: its offsets are not held
+                    self.pending_lanes += n
                 self.pending.setdefault(key, []).append(item)
                 if self.pending_lanes > _PENDING_LANES:
                     self._summarize_pending()
@@ -211,8 +236,8 @@ class Guard:
                     cut = _span_runs(res, order, g, storage.nbytes) if span and lanes is None else None
                     # clipped like element_cells: a lane outside the storage is never performed
                     if cut is None:
-                        cut = _as_runs(np.clip(off // g, 0, ncells - 1),
-                                       _lane_pids(lanes, res.per, order, off.shape[0]))
+                        every = res.off if span or isinstance(off, _Offsets) else off
+                        cut = _as_runs(np.clip(every // g, 0, ncells - 1), _lane_pids(lanes, res.per, order, n))
                     if cut is not None:
                         runs.add(*cut, self.why)
                         continue
@@ -299,7 +324,7 @@ class Guard:
             for pool, part, fresh in owners.spans(c0, c0 + n):
                 self._enter(owners, pool, pids[part], bit, fresh)
             return
-        cells = element_cells(off, size, g, ncells)
+        cells = element_cells(off.res.off if isinstance(off, _Offsets) else off, size, g, ncells)
         if size > g:
             pids = np.repeat(pids, size // g)
         self._enter(owners, owners.index(cells), pids, bit, False)

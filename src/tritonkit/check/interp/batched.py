@@ -33,6 +33,7 @@ from triton.runtime import interpreter as _interp
 from ..errors import Unbatchable
 from . import taint as _taint
 from .batched_ops import is_batched
+from .addresses import LazyAddresses, broadcast, shape_of, unmade
 from .builder import CheckedBuilder, np_dtype_of
 
 TensorHandle = _interp.TensorHandle
@@ -85,7 +86,7 @@ def _batching(fn):
         if isinstance(out, (TensorHandle, tuple)):
             _flag(out, args)
             if isinstance(out, TensorHandle) and out.bat:
-                self._seen(out.data)
+                self.max_bytes = max(self.max_bytes, out.nbytes if isinstance(out, LazyAddresses) else out.data.nbytes)
         return out
     batching.__name__ = fn.__name__
     batching.__doc__ = fn.__doc__
@@ -160,19 +161,24 @@ class BatchedBuilder(CheckedBuilder):
 
     def _full(self, *hs):
         """The operands of a memory op with the program axis, broadcast to one shape (views)."""
-        shapes = [h.data.shape for h in hs if h is not None and h.bat]
+        shapes = [shape_of(h) for h in hs if h is not None and h.bat]
         if shapes:
-            full = np.broadcast_shapes(*shapes, *(h.data.shape for h in hs if h is not None and not h.bat))
+            full = np.broadcast_shapes(*shapes, *(shape_of(h) for h in hs if h is not None and not h.bat))
         else:
-            d = hs[0].data
-            full = (self.P,) + (() if d.size == 1 and d.ndim <= 1 else d.shape)
+            d = shape_of(hs[0])
+            full = (self.P,) + (() if int(np.prod(d)) == 1 and len(d) <= 1 else d)
         out = []
         for h in hs:
             if h is None:
                 out.append(None)
                 continue
-            if h.data.shape == full and h.bat:
+            if h.bat and shape_of(h) == full:
                 out.append(h)
+                continue
+            if unmade(h) and not h.tainted:  # still unmade: views of its operands
+                n = broadcast(h, full)
+                n.bat = True
+                out.append(n)
                 continue
             n = TensorHandle(np.broadcast_to(h.data, full), h.dtype)
             n.attr = h.attr
@@ -311,7 +317,7 @@ class BatchedBuilder(CheckedBuilder):
             if out is not None:
                 return out
         ptrs, mask, other = self._full(ptrs, mask, other)
-        mask = self._active_mask(mask, ptrs.data.shape)
+        mask = self._active_mask(mask, shape_of(ptrs))
         return _mark(super().create_masked_load(ptrs, mask, other, *rest, **kw))
 
     def _uniform_load(self, ptrs, mask, other, *rest, **kw) -> Optional[TensorHandle]:
@@ -338,7 +344,7 @@ class BatchedBuilder(CheckedBuilder):
 
     def create_masked_store(self, ptrs, value, mask, *rest, **kw):
         ptrs, value, mask = self._full(ptrs, value, mask)
-        mask = self._active_mask(mask, ptrs.data.shape)
+        mask = self._active_mask(mask, shape_of(ptrs))
         return super().create_masked_store(ptrs, value, mask, *rest, **kw)
 
     def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope, *rest):

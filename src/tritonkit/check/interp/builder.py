@@ -29,6 +29,7 @@ from triton._C.libtriton import ir as _ir
 from triton.runtime import interpreter as _interp
 
 from . import taint as _taint
+from .addresses import LazyAddresses, make_addresses, shape_of, unmade
 from .numerics import BITS_TYPES, dot_operands, float_to_int, from_float, to_float
 
 TensorHandle = _interp.TensorHandle
@@ -68,8 +69,9 @@ class LaunchView(Protocol):
     uniform_access: bool
     fp_fusion: bool  # contract a float product and the add/subtract of it into one fma, as Triton does
 
-    def access(self, acc: Access, addrs: np.ndarray, mask: Optional[np.ndarray], ptrs=None) -> Any:
-        """Resolve and check one memory operation; returns the resolved lanes to perform."""
+    def access(self, acc: Access, addrs: Optional[np.ndarray], mask: Optional[np.ndarray], ptrs=None) -> Any:
+        """Resolve and check one memory operation (``addrs`` None: ``ptrs`` is an unmade
+        :class:`~.addresses.LazyAddresses`); returns the resolved lanes to perform."""
 
     def count_flops(self, n: int, elem_ty, operands=()) -> None:
         """Count ``n`` floating-point operations on operands of Triton type ``elem_ty``."""
@@ -80,14 +82,27 @@ class LaunchView(Protocol):
     def assert_failed(self, cond: np.ndarray, message: str, batched: bool = False) -> None:
         """``tl.device_assert`` false in some lanes."""
 _NP_DTYPES: dict = {}
+_TRITON_NP_DTYPE = _interp._get_np_dtype  # builds a table of every type per call (40 us)
+_U64 = np.dtype(np.uint64)
 
 
 def np_dtype_of(elem_ty) -> np.dtype:
     """The numpy dtype the interpreter holds a Triton scalar type in (cached)."""
     dt = _NP_DTYPES.get(elem_ty)
     if dt is None:
-        dt = _NP_DTYPES[elem_ty] = np.dtype(_interp._get_np_dtype(elem_ty))
+        dt = _NP_DTYPES[elem_ty] = np.dtype(_TRITON_NP_DTYPE(elem_ty))
     return dt
+
+
+def interp_np_dtype(tt_dtype) -> np.dtype:
+    """Triton's interpreter's ``_get_np_dtype`` (the numpy dtype of a scalar, pointer or block type),
+    cached: installed in its place while the language is patched (a matmul's launch called it a few
+    hundred times, 10 ms)."""
+    if isinstance(tt_dtype, tl.block_type):
+        tt_dtype = tt_dtype.element_ty
+    if isinstance(tt_dtype, tl.pointer_type):
+        return _U64
+    return np_dtype_of(tt_dtype)
 
 
 def _mask_data(mask):
@@ -179,6 +194,10 @@ _ELEMENTWISE = ("cast_impl", "create_fp_to_fp", "create_bitcast", "create_fma", 
                 "create_extern_elementwise", "create_clampf")
 
 
+#: blocks of fewer lanes get their addresses at once: resolving from the operands saves passes over
+#: large blocks, and costs a few Python steps more on small ones
+_LAZY_LANES = 256
+
 _RMW_API = {"FADD": "add", "UMAX": "max", "UMIN": "min"}  # RMW op -> the tl.atomic_* name that makes it
 _SEMS = {"ACQUIRE_RELEASE": "acq_rel", "ACQUIRE": "acquire", "RELEASE": "release", "RELAXED": "relaxed"}
 
@@ -229,21 +248,23 @@ class CheckedBuilder(_interp.InterpreterBuilder):
 
     def create_addptr(self, ptr, offset):
         """``ptr + offset`` elements as Triton's interpreter computes it (wrapping uint64 byte
-        addresses), in place in one new array where the offsets have the result's shape. An int64
+        addresses); where the offsets have the result's shape, a :class:`~.addresses.LazyAddresses`
+        that makes them only when something other than a load or store reads them. An int64
         offset whose byte offset (``offset * element size``) does not fit in 64 bits wraps on the
         GPU too: the ``int_overflow`` hooks see that multiply, and the lanes it marks travel with
         the address."""
-        p, o = ptr.data, offset.data
+        o = offset.data
         size = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
-        if o.ndim < np.ndim(p) or o.shape != np.broadcast_shapes(np.shape(p), o.shape):
-            out = super().create_addptr(ptr, offset)
+        p = ptr.data
+        if o.dtype.kind not in "iu":
+            return super().create_addptr(ptr, offset)
+        full = o.shape if o.shape == np.shape(p) else np.broadcast_shapes(np.shape(p), o.shape)
+        if full != o.shape:
+            o = np.broadcast_to(o, full)  # a view: the offsets repeat over the pointers' axes
+        if o.size >= _LAZY_LANES:  # made when read (see .addresses): a load or store resolves the operands
+            out = LazyAddresses(p, o, size, ptr.dtype)
         else:
-            if size != 1:  # the cast and the multiply in one pass (int64 -1 -> 2**64 - 1, as astype)
-                addr = np.multiply(o, np.uint64(size), dtype=np.uint64, casting="unsafe")
-            else:
-                addr = o.astype(np.uint64)
-            addr += p
-            out = TensorHandle(addr, ptr.dtype)
+            out = TensorHandle(make_addresses(p, o, size), ptr.dtype)
         if size != 1 and o.dtype.itemsize == 8 and o.size and self.launch.hooks.int_arith:
             self._byte_offset_overflow(out, offset, size)
         return out
@@ -418,30 +439,32 @@ class CheckedBuilder(_interp.InterpreterBuilder):
     # --- plain loads and stores ------------------------------------------------------------------
     def create_load(self, ptr, *rest, **kw):
         self._masked = False
-        try:
-            return super().create_load(ptr, *rest, **kw)
+        try:  # no mask: every lane (Triton's interpreter makes one of the pointers' shape)
+            return self.create_masked_load(ptr, None, None, *rest, **kw)
         finally:
             self._masked = True
 
     def create_store(self, ptr, val, *rest, **kw):
         self._masked = False
         try:
-            return super().create_store(ptr, val, *rest, **kw)
+            return self.create_masked_store(ptr, val, None, *rest, **kw)
         finally:
             self._masked = True
 
     def create_masked_load(self, ptrs, mask, other, *rest, **kw):
         elem_ty = ptrs.get_element_ty()
         dtype = np_dtype_of(elem_ty)
-        shape = ptrs.data.shape
-        if other is None:
-            out = np.zeros(shape, dtype=dtype)
-        else:  # a fresh C-contiguous array: the gather writes through its flat view
-            out = np.array(np.broadcast_to(other.data, shape), dtype=dtype, order="C")
+        shape = shape_of(ptrs)
         mask_data = _mask_data(mask)
         launch = self.launch
         acc = Access(self._op or "load", "load", dtype.itemsize, self._masked, shape, "")
-        res = launch.access(acc, ptrs.data, mask_data, ptrs)
+        res = launch.access(acc, None if unmade(ptrs) else ptrs.data, mask_data, ptrs)
+        if res.all_lanes and res._ok is None and res.single_slot >= 0 and launch.space.region(res.single_slot):
+            out = np.empty(shape, dtype=dtype)  # the gather writes every lane
+        elif other is None:
+            out = np.zeros(shape, dtype=dtype)
+        else:  # a fresh C-contiguous array: the gather writes through its flat view
+            out = np.array(np.broadcast_to(other.data, shape), dtype=dtype, order="C")
         launch.space.gather(res, dtype, out.reshape(-1))
         h = TensorHandle(out, elem_ty)
         if other is not None and other.tainted:
@@ -454,10 +477,10 @@ class CheckedBuilder(_interp.InterpreterBuilder):
     def create_masked_store(self, ptrs, value, mask, *rest, **kw):
         elem_ty = ptrs.get_element_ty()
         dtype = np_dtype_of(elem_ty)
-        shape = ptrs.data.shape
+        shape = shape_of(ptrs)
         launch = self.launch
         acc = Access(self._op or "store", "store", dtype.itemsize, self._masked, shape, "")
-        res = launch.access(acc, ptrs.data, _mask_data(mask), ptrs)
+        res = launch.access(acc, None if unmade(ptrs) else ptrs.data, _mask_data(mask), ptrs)
         flat = _flat(value.data, shape, dtype)
         for hook in launch.hooks.store:
             hook(launch, acc, res, value, flat)

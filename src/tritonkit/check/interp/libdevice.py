@@ -36,7 +36,6 @@ exactly: ``__nv_rcp64h`` (a hardware reciprocal estimate; here the reciprocal of
 from __future__ import annotations
 
 import math
-import sys
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Callable, Dict, Tuple
@@ -316,15 +315,16 @@ def _fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         s = np.add(s, c, dtype=F64)
     flat_s = s.reshape(-1)
     out = flat_s.astype(np.float32)
-    # the lanes to look at again, found on the float64 sum's two 32-bit words: a halfway sum (low 29
-    # bits 1 followed by zeros: the float32 rounding tie), or a nonzero sum below 2**-125 (exponent
-    # field under 1023 - 125). A nonzero sum of float32 products and addends is a multiple of 2**-298,
-    # so its high word (sign off) is nonzero: one less than it wraps to the top for exactly the zeros
-    words = flat_s.view(np.uint32)
-    mark = (words[_LOW_WORD::2] & np.uint32((1 << 29) - 1)) == np.uint32(1 << 28)
-    high = words[1 - _LOW_WORD::2] & np.uint32(0x7FFFFFFF)
-    high -= np.uint32(1)
-    mark |= high < np.uint32(((1023 - 125) << 20) - 1)
+    # the lanes to look at again, found on the float64 sum's bits: a halfway sum (low 29 bits 1
+    # followed by zeros: the float32 rounding tie), or a nonzero sum below 2**-125 (exponent field
+    # under 1023 - 125): the bits shifted past the sign, less one (zeros wrap to the top), are under
+    # the smallest exponent's. In one 64-bit scratch array (on 32-bit words: 1.3x the time, measured)
+    bits = flat_s.view(np.uint64)
+    scratch = np.bitwise_and(bits, np.uint64((1 << 29) - 1))
+    mark = scratch == np.uint64(1 << 28)
+    np.left_shift(bits, np.uint64(1), out=scratch)
+    scratch -= np.uint64(1)
+    mark |= scratch < np.uint64(((1023 - 125) << 53) - 1)
     idx = np.flatnonzero(mark)
     if idx.size == 0:
         return out.reshape(shape)
@@ -346,9 +346,6 @@ def _fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     if tiny.size:
         out[tiny] = _ffma("rn")(*(_at(v, shape, tiny) for v in (a, b, c)))
     return out.reshape(shape)
-
-
-_LOW_WORD = 0 if sys.byteorder == "little" else 1  # which 32-bit word of a float64 holds its low bits
 
 
 def _at(v: np.ndarray, shape, flat: np.ndarray) -> np.ndarray:

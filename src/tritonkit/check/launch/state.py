@@ -137,6 +137,7 @@ class Launch:
         """Make (x, y, z) the running program (one program at a time)."""
         self.builder.set_grid_idx(x, y, z)
         self.pid_linear = x + self.grid[0] * (y + self.grid[1] * z)
+        self.space.new_batch()
         for hook in self.hooks.program:
             hook(self)
 
@@ -150,6 +151,7 @@ class Launch:
         pids = x + gx * (y + gy * z)
         coords = (x.astype(np.int32), y.astype(np.int32), z.astype(np.int32))
         self.batch = Batch(order=order, pids=pids, coords=coords)
+        self.space.new_batch()
         self._last_batch = tuple(int(c[0]) for c in coords)
         self.builder.set_batch(pids, coords)
         self.record.batches += 1
@@ -159,6 +161,7 @@ class Launch:
     def end_batch(self) -> None:
         """No batch runs now."""
         self.batch = None
+        self.space.new_batch()
 
     # --- splitting lanes by program --------------------------------------------------------------
     def by_program(self, res: Resolved, positions: np.ndarray) -> Iterator[Tuple[Tuple[int, ...], np.ndarray]]:
@@ -199,23 +202,30 @@ class Launch:
             yield int(b), self.program_of(int(self.batch.pids[b])), lanes[b]
 
     # --- what the builder calls ------------------------------------------------------------------
-    def access(self, acc: Access, addrs: np.ndarray, mask: Optional[np.ndarray], ptrs=None) -> Resolved:
+    def access(self, acc: Access, addrs: Optional[np.ndarray], mask: Optional[np.ndarray], ptrs=None) -> Resolved:
         """Resolve and check one memory operation ``acc`` (its ``addrs``: uint64 virtual addresses of
-        the block's shape; ``mask``: bool, broadcastable, None for every lane); returns the lanes to
-        perform (``res.ok``).
+        the block's shape, or None where ``ptrs`` is a pointer block whose addresses are not made yet,
+        :class:`~tritonkit.check.interp.addresses.LazyAddresses`; ``mask``: bool, broadcastable, None
+        for every lane); returns the lanes to perform (``res.ok``).
 
         ``ptrs`` (the address handle) is given so that the address hooks see its lane taints
         (undefined lanes, overflowed offsets).
         """
-        res = self.space.resolve(addrs, mask)
+        if addrs is None:  # an unmade pointer block (interp.addresses.LazyAddresses): from its operands
+            res = self.space.resolve_sum(ptrs.base, ptrs.offsets, ptrs.size, mask)
+            if res is None:
+                addrs = ptrs.data
+        if addrs is not None:
+            res = self.space.resolve(addrs, mask)
+        nlanes = ptrs.offsets.size if addrs is None else addrs.size
         if self.batch is not None:
             P = self.batch.pids.shape[0]
             self.record.accesses += P
             if self.uniform_access:  # made once for the batch: every lane is the first program's
-                res.per = max(1, addrs.size)
+                res.per = max(1, nlanes)
                 self.record.lanes += res.n * P
             else:
-                res.per = max(1, addrs.size // P)
+                res.per = max(1, nlanes // P)
                 self.record.lanes += res.n
         else:
             self.record.accesses += 1
@@ -230,8 +240,8 @@ class Launch:
             hook(self, acc, res)
         if self.tx is not None and res.n:
             self.tx.on_access(self, acc.kind, res, acc.size)
-        if self.stall_polls and acc.kind != "store" and addrs.size <= 1024:
-            self._watch_poll(acc, addrs)
+        if self.stall_polls and acc.kind != "store" and nlanes <= 1024:
+            self._watch_poll(acc, ptrs.data if addrs is None else addrs)
         return res
 
     def _watch_poll(self, acc: Access, addrs: np.ndarray) -> None:

@@ -1,0 +1,170 @@
+"""Pointer blocks resolved from their operands (``base + offsets * size``) without making the
+addresses: the same lanes, slots, offsets, extremes and contiguity as resolving the addresses."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from tritonkit.check.interp import addresses
+from tritonkit.check.interp.addresses import make_addresses
+from tritonkit.check.memory import AddressSpace, HostStorage
+
+
+def _space(*tensors):
+    space = AddressSpace()
+    regions = []
+    for i, t in enumerate(tensors):
+        stg = t.untyped_storage()
+        buf = torch.empty(0, dtype=torch.uint8).set_(stg, 0, (stg.nbytes(),), (1,)).numpy()
+        hs = space.storages.setdefault(("cpu", stg.data_ptr()), HostStorage(buf=buf))
+        regions.append(space.add(f"a{i}", hs, t.storage_offset() * t.element_size(), t.element_size(),
+                                 t.shape, t.stride(), str(t.dtype)))
+    return space, regions
+
+
+def _base(kind: str, vaddr: int, shape, rng) -> np.ndarray:
+    P, R, C = shape
+    if kind == "one pointer, broadcast":
+        return np.broadcast_to(np.array(vaddr, dtype=np.uint64), shape)
+    if kind == "one pointer, splat":
+        return np.full((R, C), vaddr, dtype=np.uint64)
+    if kind == "one per program":
+        return np.broadcast_to((vaddr + 4 * R * C * np.arange(P, dtype=np.uint64))[:, None, None], shape)
+    if kind == "one per program, shuffled":
+        return np.broadcast_to((vaddr + 4 * R * C * rng.permutation(P).astype(np.uint64))[:, None, None], shape)
+    if kind == "one per row":
+        rows = vaddr + 4 * C * np.arange(P * R, dtype=np.uint64).reshape(P, R, 1)
+        return np.broadcast_to(rows, shape)
+    return (vaddr + 4 * rng.integers(0, 64, size=shape)).astype(np.uint64)  # every lane its own
+
+
+def _offsets(kind: str, shape, dtype, rng) -> np.ndarray:
+    P, R, C = shape
+    if kind == "consecutive":
+        return np.arange(P * R * C).reshape(shape).astype(dtype)
+    if kind == "a row, repeated":
+        return np.broadcast_to(np.arange(C).astype(dtype), shape)
+    if kind == "rows of a tile":
+        return np.broadcast_to((np.arange(R)[:, None] * C + np.arange(C)[None, :]).astype(dtype), shape)
+    if kind == "transposed tile":
+        return np.broadcast_to((np.arange(C)[None, :] * R + np.arange(R)[:, None]).astype(dtype), shape)
+    if kind == "a column, repeated":
+        return np.broadcast_to((np.arange(R)[:, None] * 3).astype(dtype), shape)
+    if kind == "negative":
+        return (np.arange(P * R * C).reshape(shape) - 5).astype(dtype)
+    if kind == "into the next slot":  # 2**38 elements of 4 bytes: a whole slot further
+        return (np.arange(P * R * C).reshape(shape) + (1 << 38) * (rng.random(shape) < 0.3)).astype(dtype)
+    return rng.integers(-8 if np.issubdtype(dtype, np.signedinteger) else 0, 400, size=shape).astype(dtype)
+
+
+_BASES = ["one pointer, broadcast", "one pointer, splat", "one per program", "one per program, shuffled",
+          "one per row", "every lane"]
+_OFFSETS = ["consecutive", "a row, repeated", "rows of a tile", "transposed tile", "a column, repeated",
+            "negative", "into the next slot", "random"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(_BASES), st.sampled_from(_OFFSETS), st.sampled_from([np.int32, np.int64, np.uint32, np.uint64]),
+       st.tuples(st.integers(1, 5), st.integers(1, 6), st.integers(1, 9)),
+       st.sampled_from(["none", "all", "some", "none active", "some programs"]), st.sampled_from([1, 2, 4, 8]),
+       st.integers(0, 2 ** 32 - 1))
+def test_resolve_sum_matches_resolving_the_addresses(base_kind, off_kind, dtype, shape, mask_kind, size, seed):
+    rng = np.random.default_rng(seed)
+    if off_kind in ("negative", "into the next slot") and dtype in (np.uint32, np.uint64):
+        dtype = np.int64
+    a, b = torch.zeros(4096), torch.zeros(64)
+    space, (ra, rb) = _space(a, b)
+    base = _base(base_kind, ra.vaddr + 64, shape, rng)
+    offsets = _offsets(off_kind, shape, dtype, rng)
+    mask = {"none": None, "all": np.ones(shape, dtype=bool), "some": rng.random(shape) < 0.6,
+            "none active": np.zeros(shape[1:], dtype=bool),  # a divergent loop's active programs:
+            "some programs": np.broadcast_to((rng.random(shape[0]) < 0.5)[:, None, None], shape)}[mask_kind]
+    full = np.broadcast_shapes(base.shape, offsets.shape)
+    offsets = np.broadcast_to(offsets, full)
+
+    want = space.resolve(make_addresses(base, offsets, size), mask)
+    got = space.resolve_sum(base, offsets, size, mask)
+    if got is None:  # allowed only where lanes may leave the base's slot (the caller then makes the addresses)
+        assert off_kind == "into the next slot"
+        return
+    assert got.n == want.n
+    if got.aligned:  # known from the bases: every lane's offset is a multiple of the element size
+        assert not (want.off % size).any()
+    idx = got.element_index(size)
+    if idx is not None:  # made from the operands, without the byte offsets
+        np.testing.assert_array_equal(idx, want.off // size)
+    rows = got.rows(size)
+    if rows is not None:  # rows of consecutive elements, by their first
+        starts, length = rows
+        np.testing.assert_array_equal((starts[:, None] + np.arange(length)).reshape(-1), want.off // size)
+    np.testing.assert_array_equal(got.lanes, want.lanes)
+    assert got.single_slot == want.single_slot
+    np.testing.assert_array_equal(got.off, want.off)
+    if got.n:
+        assert (got.lo, got.hi) == (int(want.off.min()), int(want.off.max()))
+    for s in (1, 2, 4, 8):
+        assert got.contiguous(s) == want.contiguous(s), s
+
+
+def test_a_consecutive_block_is_resolved_without_its_offsets():
+    """Consecutive lanes from one pointer: ends and contiguity from the operands; the per-lane
+    offsets are made only when asked for."""
+    a = torch.zeros(1 << 12)
+    space, (ra,) = _space(a)
+    offsets = np.arange(8 * 256, dtype=np.int32).reshape(8, 256)
+    res = space.resolve_sum(np.full(256, ra.vaddr, dtype=np.uint64), offsets, 4, None)
+    assert res._off is not None and not isinstance(res._off, np.ndarray)  # not made yet
+    assert (res.lo, res.hi, res.contiguous(4)) == (0, 4 * (8 * 256 - 1), True)
+    assert not isinstance(res._off, np.ndarray)
+    np.testing.assert_array_equal(res.off, offsets.reshape(-1).astype(np.int64) * 4)
+
+
+def test_a_checked_vector_add_makes_no_addresses(monkeypatch):
+    """A kernel's loads and stores of ``ptr + offs`` resolve their operands: the uint64 addresses of
+    its blocks are never made, and its result and findings are as before."""
+    import triton
+    import triton.language as tl
+
+    import tritonkit
+
+    @triton.jit
+    def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs, mask=offs < n), mask=offs < n)
+
+    made = []
+    real = addresses.make_addresses
+    monkeypatch.setattr(addresses, "make_addresses", lambda *a: made.append(a[1].shape) or real(*a))
+    x, y = torch.randn(16000), torch.randn(16000)
+    out = torch.empty_like(x)
+    with tritonkit.checking() as session:  # batches of more than 1024 lanes (smaller ones are watched for polls)
+        add[(16,)](x, y, out, 16000, BLOCK=1024)
+    torch.testing.assert_close(out, x + y)
+    assert made == []
+    # the unmasked load of x runs past its end in the last program: reported, as before
+    (f,) = [f for f in session.findings if f.kind == "out_of_bounds"]
+    assert f.arg == "x_ptr" and f.count == 384
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+def test_pointer_blocks_read_as_data_are_made(engine):
+    """A pointer block something else reads (``tl.where`` over pointers) gets the addresses Triton's
+    interpreter makes."""
+    import triton
+    import triton.language as tl
+
+    import tritonkit
+
+    @triton.jit
+    def pick(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        p = tl.where(offs % 2 == 0, x_ptr + offs, y_ptr + offs)
+        tl.store(out_ptr + offs, tl.load(p))
+
+    x, y = torch.randn(1024), torch.randn(1024)
+    out = torch.empty_like(x)
+    with tritonkit.checking(engine=engine) as session:
+        pick[(4,)](x, y, out, BLOCK=256)
+    assert not session.findings
+    want = torch.where(torch.arange(1024) % 2 == 0, x, y)
+    torch.testing.assert_close(out, want)
