@@ -53,11 +53,6 @@ class LazyAddresses(TensorHandle):
         self._addrs = value
 
     @property
-    def lazy(self) -> bool:
-        """Whether the addresses are still unmade (the operands stand for them)."""
-        return self._addrs is None
-
-    @property
     def shape(self):
         """The block's shape (made or not)."""
         return self.offsets.shape if self._addrs is None else self._addrs.shape

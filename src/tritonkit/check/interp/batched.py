@@ -86,7 +86,7 @@ def _batching(fn):
         if isinstance(out, (TensorHandle, tuple)):
             _flag(out, args)
             if isinstance(out, TensorHandle) and out.bat:
-                self.max_bytes = max(self.max_bytes, out.nbytes if isinstance(out, LazyAddresses) else out.data.nbytes)
+                self._seen(out.nbytes if isinstance(out, LazyAddresses) else out.data.nbytes)
         return out
     batching.__name__ = fn.__name__
     batching.__doc__ = fn.__doc__
@@ -126,10 +126,10 @@ class BatchedBuilder(CheckedBuilder):
         self.max_bytes = 0  # the largest batched value made so far, in bytes (for the memory budget)
         self.active: Optional[np.ndarray] = None  # bool (P,): programs a divergent loop still runs (_simt)
 
-    def _seen(self, data) -> None:
-        nb = data.nbytes
-        if nb > self.max_bytes:
-            self.max_bytes = nb
+    def _seen(self, nbytes: int) -> None:
+        """A batched value of ``nbytes`` bytes was made (the memory budget sizes batches by the largest)."""
+        if nbytes > self.max_bytes:
+            self.max_bytes = nbytes
 
     def set_batch(self, pids: np.ndarray, coords) -> None:
         """Make a batch current: ``pids`` its linear program ids (int64 ``(P,)``), ``coords`` their
@@ -144,7 +144,7 @@ class BatchedBuilder(CheckedBuilder):
         """A batched handle of ``data`` (program axis first) and Triton scalar type ``ty``."""
         h = TensorHandle(data, ty)
         h.bat = True
-        self._seen(data)
+        self._seen(data.nbytes)
         return h
 
     def _to_batch(self, h: TensorHandle) -> TensorHandle:

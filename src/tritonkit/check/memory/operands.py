@@ -8,7 +8,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .layout import SLOT_HALF, SLOT_SHIFT
-from .resolved import Resolved, _steps_are, in_slot
+from .resolved import Resolved, in_slot, steps_are
 
 _SMALL = 1 << 16  # a pointer block up to this size is looked at for one repeated pointer (a splat)
 _MIN_ROW = 8  # rows of consecutive elements this long or longer are gathered whole
@@ -49,7 +49,7 @@ def _consecutive(db, bshape, oshape, shape, size: int) -> bool:
         return False  # the base repeats over a leading axis
     row = int(np.prod(shape[k:])) * size
     return rows.shape[0] < 2 or (int(rows[-1]) - int(rows[0]) == (rows.shape[0] - 1) * row
-                                 and _steps_are(rows, row))
+                                 and steps_are(rows, row))
 
 
 class OffsetStats:
@@ -64,40 +64,40 @@ class OffsetStats:
         """Forget every array (a new batch)."""
         self._kept.clear()
 
-    def extremes(self, oc: np.ndarray) -> Tuple[int, int, bool]:
-        """``(smallest, largest, whether consecutive in lane order)`` of an offsets array, kept for
-        the batch: the loads and the store of one block of offsets (``x + offs``, ``y + offs``,
-        ``out + offs``) pass over it once."""
-        key = (oc.__array_interface__["data"][0], oc.shape, oc.strides, oc.dtype.str)
-        got = self._kept.get(key)
-        if got is not None:
-            return got[1]
-        flat = oc.reshape(-1)
-        n = flat.shape[0]
-        first, last = int(flat[0]), int(flat[-1])
-        if n > 1 and last - first == n - 1 and _steps_are(flat, 1):
-            stats = (first, last, True)
-        else:
-            stats = (int(flat.min()), int(flat.max()), n == 1)
-        if len(self._kept) >= 4:
-            self._kept.clear()
-        self._kept[key] = (oc, stats)  # holds the array: its memory is not reused while the key stands
-        return stats
-
-    def rows_consecutive(self, oc: np.ndarray) -> bool:
-        """Whether each row (the last axis) of an offsets array is consecutive elements (kept for the
-        batch, as :meth:`extremes`)."""
-        key = ("rows", oc.__array_interface__["data"][0], oc.shape, oc.strides, oc.dtype.str)
+    def _kept_value(self, what: str, oc: np.ndarray, compute):
+        """``compute(oc)``, kept for the batch under ``what`` and the array's memory, shape, strides
+        and dtype (at most 4 entries)."""
+        key = (what, oc.__array_interface__["data"][0], oc.shape, oc.strides, oc.dtype.str)
         got = self._kept.get(key)
         if got is None:
-            length = oc.shape[-1]
-            steps = np.diff(oc, axis=-1)  # an int32 step that wraps is caught by the rows' spans
-            yes = bool((steps == 1).all()) and bool(
-                ((oc[..., -1].astype(np.int64) - oc[..., 0].astype(np.int64)) == length - 1).all())
             if len(self._kept) >= 4:
                 self._kept.clear()
-            got = self._kept[key] = (oc, yes)
+            got = self._kept[key] = (oc, compute(oc))  # holds the array: its memory is not reused meanwhile
         return got[1]
+
+    def extremes(self, oc: np.ndarray) -> Tuple[int, int, bool]:
+        """``(smallest, largest, whether consecutive in lane order)`` of an integer offsets array."""
+        return self._kept_value("extremes", oc, _extremes)
+
+    def rows_consecutive(self, oc: np.ndarray) -> bool:
+        """Whether each row (the last axis) of an integer offsets array is consecutive elements."""
+        return self._kept_value("rows", oc, _rows_consecutive)
+
+
+def _extremes(oc: np.ndarray) -> Tuple[int, int, bool]:
+    flat = oc.reshape(-1)
+    n = flat.shape[0]
+    first, last = int(flat[0]), int(flat[-1])
+    if n > 1 and last - first == n - 1 and steps_are(flat, 1):
+        return first, last, True
+    return int(flat.min()), int(flat.max()), n == 1
+
+
+def _rows_consecutive(oc: np.ndarray) -> bool:
+    length = oc.shape[-1]
+    steps = np.diff(oc, axis=-1)  # an int32 step that wraps is caught by the rows' spans
+    return bool((steps == 1).all()) and bool(
+        ((oc[..., -1].astype(np.int64) - oc[..., 0].astype(np.int64)) == length - 1).all())
 
 
 def resolve_sum(nslots: int, stats: OffsetStats, base: np.ndarray, offsets: np.ndarray, size: int,
@@ -187,10 +187,10 @@ def resolve_sum(nslots: int, stats: OffsetStats, base: np.ndarray, offsets: np.n
         res._contig = (size, lo % size == 0)
     elif aligned:  # gathers and scatters index elements: base // size + offsets, in one pass
         res._index = (size, lambda: np.add(np.broadcast_to(oc, shape), db // size, dtype=np.int64).reshape(-1))
-        L = shape[-1]
-        if L >= _MIN_ROW and bc.shape[-1] == 1 and oc.shape[-1] == L and stats.rows_consecutive(oc):
+        length = shape[-1]
+        if length >= _MIN_ROW and bc.shape[-1] == 1 and oc.shape[-1] == length and stats.rows_consecutive(oc):
             # rows of consecutive elements (a tile's rows): a gather takes them whole, by their first
             starts = shape[:-1] + (1,)
-            res._rows = (size, L, lambda: np.broadcast_to(np.add(oc[..., :1], db // size, dtype=np.int64),
+            res._rows = (size, length, lambda: np.broadcast_to(np.add(oc[..., :1], db // size, dtype=np.int64),
                                                           starts).reshape(-1))
     return res

@@ -14,7 +14,7 @@ _FIRST_CHUNK = 1 << 10
 _MAX_STEP = 16  # the widest element an access moves (bytes): a larger even step is no contiguous access
 
 
-def _steps_are(off: np.ndarray, step: int) -> bool:
+def steps_are(off: np.ndarray, step: int) -> bool:
     """Whether consecutive elements of ``off`` (integers, 1-D) differ by ``step``, compared in chunks
     that stay in cache (and stop at the first chunk that differs; the first is short, so that an
     access whose first lanes only are consecutive, a row of a tile, costs little)."""
@@ -40,11 +40,13 @@ class Resolved:
         n: number of active lanes.
         lanes: flat indices (into the access's block) of the active lanes.
         slot: int64 slot of each active lane (0 or past the last region: no argument).
-        off: int64 byte offset of each active lane from byte 0 of its slot's storage.
+        off: int64 byte offset of each active lane from byte 0 of its slot's storage (made on first
+            read where the resolver knew the rest without it).
         ok: bool per active lane, whether it may be performed (the checks clear lanes).
         single_slot: the slot every lane is in, or -1 if they differ.
         lo, hi: the smallest and largest ``off`` (only meaningful when ``single_slot >= 0``).
-        aligned: every lane's ``off`` is a multiple of the access size (set by a check).
+        aligned: every lane's ``off`` is a multiple of the access size (set by a check, or by the
+            resolver where a pointer block's bases prove it).
     """
 
     __slots__ = ("n", "_lanes", "_slot", "_off", "_ok", "single_slot", "lo", "hi", "aligned", "per", "_contig",
@@ -105,7 +107,7 @@ class Resolved:
             return c[1]
         n = self.n
         yes = (self.single_slot >= 0 and n > 0 and self.lo % size == 0 and self.hi - self.lo == (n - 1) * size
-               and _steps_are(self.off, size))
+               and steps_are(self.off, size))
         self._contig = (size, yes)
         return yes
 
@@ -143,7 +145,7 @@ def in_slot(lanes, off: np.ndarray, s0: int) -> Optional[Resolved]:
     n = off.shape[0]
     step = int(off[1]) - int(off[0]) if n > 1 else 0
     if 0 < step <= _MAX_STEP and int(off[-1]) - int(off[0]) == (n - 1) * step \
-            and _steps_are(off, step):  # evenly spaced (consecutive elements):
+            and steps_are(off, step):  # evenly spaced (consecutive elements):
         lo, hi = int(off[0]), int(off[-1])  # the ends are the extremes, no pass for min and max
         contig = (step, lo % step == 0)
     else:

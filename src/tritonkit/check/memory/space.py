@@ -290,10 +290,10 @@ class AddressSpace:
                     out_flat[res.lanes] = typed[span]
                 continue
             rows = res.rows(dtype.itemsize) if sel is None and res.all_lanes else None
-            if rows is not None and region.storage.typed(dtype).shape[0] >= rows[1]:
+            typed = region.storage.typed(dtype) if rows is not None else None
+            if rows is not None and typed.shape[0] >= rows[1]:
                 # whole rows, through a view of every run of a row's length in the storage (measured on
                 # the CPU machine, 2026-11-27: a third of the time of an index per lane)
-                typed = region.storage.typed(dtype)
                 starts, length = rows
                 runs = as_strided(typed, (typed.shape[0] - length + 1, length), (typed.strides[0],) * 2,
                                   writeable=False)
