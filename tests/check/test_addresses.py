@@ -168,3 +168,31 @@ def test_pointer_blocks_read_as_data_are_made(engine):
     assert not session.findings
     want = torch.where(torch.arange(1024) % 2 == 0, x, y)
     torch.testing.assert_close(out, want)
+
+
+@pytest.mark.parametrize("stride", [16, 40, 8])  # rows as wide as the tensor's, apart, overlapping
+def test_a_tile_store_writes_and_undoes_whole_rows(stride):
+    """A store of tile rows (``base + rows[:, None] * stride + cols[None, :]``) is written row by row
+    through a view of the storage: the storage then holds what a store lane by lane leaves (later
+    lanes win where rows overlap), and the transaction's journal puts the old values back."""
+    a = torch.arange(4096, dtype=torch.float32)
+    space, (ra,) = _space(a)
+    P, R, C = 3, 4, 16
+    offsets = np.broadcast_to((np.arange(R)[:, None] * stride + np.arange(C)[None, :]).astype(np.int32), (P, R, C))
+    base = np.broadcast_to((ra.vaddr + 4 * 200 * np.arange(P, dtype=np.uint64))[:, None, None], (P, R, C))
+    res = space.resolve_sum(base, offsets, 4, None)
+    assert res.rows(4) is not None
+    values = np.random.default_rng(0).standard_normal(P * R * C).astype(np.float32)
+    want = a.numpy().copy()
+    for off, v in zip(make_addresses(base, offsets, 4).reshape(-1) - np.uint64(ra.vaddr), values):
+        want[int(off) // 4] = v
+    before = a.numpy().copy()
+    space.journal = undo = []
+    space.scatter(res, values)
+    np.testing.assert_array_equal(a.numpy(), want)
+    assert [w.length for w in undo] == [C]  # one journal entry, by rows
+    copy = a.numpy().copy().view(np.uint8)  # (a settling batch puts the old values into a copy)
+    undo[0].undo_into(copy)
+    np.testing.assert_array_equal(copy.view(np.float32), before)
+    undo.pop()()
+    np.testing.assert_array_equal(a.numpy(), before)

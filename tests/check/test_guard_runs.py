@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tritonkit.check.engine.guard import _LANES_PER_RUN, _as_runs, _Runs, _span_runs
+from tritonkit.check.engine.guard import _LANES_PER_RUN, _as_runs, _row_runs, _Runs, _span_runs
 from tritonkit.check.errors import Unbatchable
 
 # one store: lanes (program, first element, elements) of consecutive elements
@@ -96,3 +96,39 @@ def test_a_span_store_makes_the_runs_its_lanes_make(programs, per, first, size, 
         assert got is None
     else:
         assert got is not None and all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want))
+
+
+class _Rows:
+    """The parts of a resolved access ``_row_runs`` reads: rows of ``length`` consecutive elements
+    starting at ``starts``, every lane active."""
+
+    def __init__(self, starts, length):
+        self.starts, self.length, self.n = starts, length, starts.shape[0] * length
+
+    def rows(self, size):
+        return self.starts, self.length
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 5), st.sampled_from([8, 16, 32, 64]), st.integers(8, 96),
+       st.integers(-4, 4000), st.booleans(), st.integers(0, 2 ** 32 - 1))
+def test_a_tile_store_makes_the_runs_its_lanes_make(programs, rows, length, stride, first, shuffled, seed):
+    """A store of each program's tile rows (a matmul's output tile, an attention's): the runs
+    computed from the rows' first elements are those of its lanes (rows that continue each other
+    joined), or None where the lanes' way would give none or a row leaves the storage."""
+    rng = np.random.default_rng(seed)
+    tiles = rng.permutation(programs) if shuffled else np.arange(programs)
+    starts = (first + tiles[:, None] * rows * stride + np.arange(rows)[None, :] * stride).reshape(-1)
+    order = np.arange(10, 10 + programs, dtype=np.int64)
+    ncells = 4096
+    got = _row_runs(_Rows(starts.astype(np.int64), length), order, 4, ncells)
+    cells = (starts[:, None] + np.arange(length)).reshape(-1)
+    if cells.min() < 0 or cells.max() >= ncells:
+        assert got is None
+        return
+    want = _as_runs(cells, np.repeat(order.astype(np.int32), rows * length))
+    if length < _LANES_PER_RUN:
+        assert got is None
+        return
+    assert got is not None and want is not None
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want))

@@ -320,3 +320,27 @@ def test_lanes_storing_the_same_value_to_one_element_are_fine():
     with tritonkit.checking() as s:
         scatter[(1,)](idx, x, torch.zeros(8), 8)
     assert s.findings == []
+
+
+@triton.jit
+def tile_rows(x, out, STRIDE: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
+    rows = tl.arange(0, R)[:, None]
+    cols = tl.arange(0, C)[None, :]
+    vals = tl.load(x + tl.program_id(0) * R * C + rows * C + cols)
+    tl.store(out + tl.program_id(0) * R * STRIDE + rows * STRIDE + cols, vals)  # LINE: tile_store
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+@pytest.mark.parametrize("stride", [32, 48, 16])  # rows apart, as wide as their tensor's, overlapping
+def test_tile_rows_that_overlap_within_a_program_write_one_element_twice(line_of, engine, stride):
+    """A tile store whose rows (of 32 consecutive elements) overlap within a program writes the
+    overlap twice with different values; rows apart (or each one right after the last) do not."""
+    x = torch.arange(4 * 8 * 32, dtype=torch.float32)
+    out = torch.zeros(4 * 8 * 48)
+    with tritonkit.checking(engine=engine) as s:
+        tile_rows[(4,)](x, out, stride, 8, 32)
+    if stride >= 32:
+        assert races(s) == []
+        return
+    # (the last rows also reach the next program's first: a write-write race between programs too)
+    assert (line_of(tile_rows, "tile_store"), "same_program") in {(f.line, f.reason) for f in races(s)}

@@ -1,6 +1,7 @@
 """``uninitialized_read``: reads of elements nothing wrote since ``torch.empty*`` (or ``mark_uninitialized``)."""
 from __future__ import annotations
 
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -151,3 +152,27 @@ def test_tracking_an_allocation_costs_nothing_until_a_kernel_touches_it():
         tracemalloc.stop()
     assert s.findings == [] and torch.equal(out, x) and big.numel() == 2 ** 24
     assert peak < 4 * 2 ** 20  # a bool per element of `big` would be 16 MiB
+
+
+@triton.jit
+def tile_copy(src, dst, src_stride, dst_stride, R: tl.constexpr, C: tl.constexpr):
+    rows = tl.program_id(0) * R + tl.arange(0, R)[:, None]
+    cols = tl.arange(0, C)[None, :]
+    tl.store(dst + rows * dst_stride + cols, tl.load(src + rows * src_stride + cols))  # LINE: tile_copy
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+def test_tile_rows_read_where_only_some_rows_were_written(line_of, engine):
+    """Tiles of 16 x 32 (rows of 32 consecutive elements, 48 apart): a first kernel writes rows 0-15
+    of a 32 x 48 buffer's first 32 columns, a second reads 32 rows of it: the rows never written,
+    and no column past 32 (never touched), are reported."""
+    x = torch.randn(32, 48)
+    with tritonkit.checking(engine=engine) as s:
+        buf = torch.empty(32, 48)
+        tile_copy[(1,)](x, buf, 48, 48, 16, 32)  # buf[0:16, 0:32]
+        out = torch.empty(32, 48)
+        tile_copy[(2,)](buf, out, 48, 48, 16, 32)  # reads buf[0:32, 0:32]
+    (f,) = s.findings
+    assert (f.kind, f.line, f.arg, f.access) == ("uninitialized_read", line_of(tile_copy, "tile_copy"), "src", "load")
+    assert f.program_ids == [[1]] and f.count == 16 * 32
+    torch.testing.assert_close(out[:16, :32], x[:16, :32])

@@ -8,6 +8,7 @@ the renderers ask it how its findings read. Nothing else names a kind.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
@@ -227,6 +228,6 @@ class Hooks:
 def performed_lanes(res, shape) -> np.ndarray:
     """The lanes of a block (``shape``) that an access really performs (active and allowed by the
     checks), as a bool array of that shape."""
-    out = np.zeros(int(np.prod(shape)), dtype=bool)
+    out = np.zeros(math.prod(shape), dtype=bool)
     out[res.lanes[res.ok]] = True
     return out.reshape(shape)

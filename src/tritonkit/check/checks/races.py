@@ -155,6 +155,22 @@ class RaceCheck(Check):
             st.plain(region, off, access, res, sel)
 
 
+def _rows_apart(res, size: int) -> bool:
+    """Whether every lane is in rows of consecutive elements (a tile's, see
+    :meth:`~tritonkit.check.memory.resolved.Resolved.rows`) that, within each program's lanes
+    (``res.per`` a program; one program when it is 0), start one row's length or more after the row
+    before: then no program writes an element twice in this store, found from the rows' starts."""
+    rows = res.rows(size)
+    if rows is None:
+        return False
+    starts, length = rows
+    per = res.per or res.n
+    if per % length or starts.shape[0] * length != res.n:
+        return False
+    mine = starts.reshape(-1, per // length)  # a program's rows a line
+    return mine.shape[1] < 2 or bool((mine[:, 1:] - mine[:, :-1] >= length).all())
+
+
 class _LaunchState:
     def __init__(self, launch):
         self.launch = launch
@@ -172,7 +188,8 @@ class _LaunchState:
         if res.n < 2:
             return
         ok = res._ok
-        if ok is None and res.contiguous(values_flat.dtype.itemsize):  # consecutive elements: none twice
+        size = values_flat.dtype.itemsize
+        if ok is None and (res.contiguous(size) or _rows_apart(res, size)):  # no element twice in a program
             return
         off = res.off if ok is None else res.off[ok]
         if off.shape[0] < 2:

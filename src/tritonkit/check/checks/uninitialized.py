@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..findings import Violation
-from ..memory import element_cells, interval_cells
+from ..memory import element_cells, interval_cells, row_windows
 from .base import Access, Check
 
 # torch dtype -> the bit pattern of the sentinel, as an unsigned integer of the element's size
@@ -71,6 +71,19 @@ def sentinel_of_type(ty) -> Optional[int]:
 
 def _to_signed(pattern: int, size: int) -> int:
     return pattern - (1 << (8 * size)) if pattern >= 1 << (8 * size - 1) else pattern
+
+
+def _rows_inside(res, size: int, ncells: int):
+    """``(row starts, length)`` where every lane of ``res`` is in rows of consecutive ``size``-byte
+    cells (see :meth:`~tritonkit.check.memory.resolved.Resolved.rows`) inside a storage of ``ncells``;
+    else None."""
+    rows = res.rows(size)
+    if rows is None:
+        return None
+    starts, length = rows
+    if starts.shape[0] == 0 or length > ncells or int(starts.min()) < 0 or int(starts.max()) > ncells - length:
+        return None
+    return starts, length
 
 
 @dataclasses.dataclass
@@ -334,24 +347,31 @@ class UninitializedCheck(Check):
             if tr is None:
                 continue
             per = max(1, access.size // tr.g)
-            if sel is None and access.size == tr.g and res.contiguous(access.size):  # consecutive: a slice
-                c0 = res.lo // tr.g
-                cells = slice(c0, c0 + res.n)
-            else:
+            state, cells = tr.uninit, None
+            if sel is None and access.size == tr.g:
+                if res.contiguous(access.size):  # consecutive: a slice
+                    c0 = res.lo // tr.g
+                    cells = slice(c0, c0 + res.n)
+                else:
+                    rows = _rows_inside(res, access.size, tr.ncells)
+                    if rows is not None:  # a tile's rows: whole, by their first cells
+                        cells, length = rows
+                        state = row_windows(tr.uninit, length, writeable=True)
+            if cells is None:
                 cells = element_cells(res.off if sel is None else res.off[sel], access.size, tr.g, tr.ncells)
             reads = access.kind == "load" or (access.kind == "atomic" and access.op not in ("atomic_xchg",
                                                                                              "atomic_store"))
             if reads:
-                bad = tr.uninit[cells]
+                bad = state[cells].reshape(-1)
                 if per > 1:
                     bad = bad.reshape(-1, per).any(axis=1)
                 if bad.any():
                     self._report(launch, access, res, sel, region, tr, res.off if sel is None else res.off[sel], bad)
             if access.kind != "load":
                 if launch.tx is not None:
-                    uninit, old = tr.uninit, tr.uninit[cells].copy()
-                    launch.on_undo(lambda: uninit.__setitem__(cells, old))
-                tr.uninit[cells] = False
+                    old = state[cells].copy()
+                    launch.on_undo(lambda: state.__setitem__(cells, old))
+                state[cells] = False
 
     def _report(self, launch, access: Access, res, sel, region, tr: _Tracked, off, bad) -> None:
         positions = np.arange(res.n) if sel is None else np.flatnonzero(sel)

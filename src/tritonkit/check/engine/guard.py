@@ -134,6 +134,27 @@ def _span_runs(res, order: np.ndarray, g: int, nbytes: int):
     return lo, lo + per, order.astype(np.int32)
 
 
+def _row_runs(res, order: np.ndarray, g: int, ncells: int):
+    """The runs of a store of every lane whose lanes are rows of consecutive cells inside the storage
+    (:meth:`~tritonkit.check.memory.resolved.Resolved.rows`, ``g``-byte elements: a tile's rows), each
+    program's rows one after another: the runs found from the rows' first cells, without a pass over
+    the lanes (what :func:`_as_runs` gives them). None when that does not hold."""
+    rows = res.rows(g)
+    if rows is None:
+        return None
+    starts, length = rows
+    nrows, programs = starts.shape[0], order.shape[0]
+    if (length < _LANES_PER_RUN or nrows == 0 or nrows % programs or nrows * length != res.n
+            or int(starts.min()) < 0 or int(starts.max()) + length > ncells):
+        return None
+    pids = np.repeat(order.astype(np.int32), nrows // programs)
+    # rows that continue the one before (a tile as wide as its tensor's rows) join it
+    breaks = np.flatnonzero((starts[1:] != starts[:-1] + length) | (pids[1:] != pids[:-1])) + 1
+    first = np.concatenate(([0], breaks))
+    last = np.concatenate((breaks, [nrows])) - 1
+    return starts[first], starts[last] + length, pids[first]
+
+
 class _Offsets:
     """The byte offsets of every lane of an access in one slot (``res.off``), made when they are
     first entered: while they wait (a pending load), their count and ends are known without them."""
@@ -234,6 +255,8 @@ class Guard:
             if runs is not None:
                 if as_runs:
                     cut = _span_runs(res, order, g, storage.nbytes) if span and lanes is None else None
+                    if cut is None and lanes is None and not span:
+                        cut = _row_runs(res, order, g, ncells)
                     # clipped like element_cells: a lane outside the storage is never performed
                     if cut is None:
                         every = res.off if span or isinstance(off, _Offsets) else off

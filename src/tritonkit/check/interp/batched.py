@@ -24,6 +24,7 @@ back to one program at a time.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -166,7 +167,7 @@ class BatchedBuilder(CheckedBuilder):
             full = np.broadcast_shapes(*shapes, *(shape_of(h) for h in hs if h is not None and not h.bat))
         else:
             d = shape_of(hs[0])
-            full = (self.P,) + (() if int(np.prod(d)) == 1 and len(d) <= 1 else d)
+            full = (self.P,) + (() if math.prod(d) == 1 and len(d) <= 1 else d)
         out = []
         for h in hs:
             if h is None:

@@ -129,6 +129,7 @@ def _bits(h) -> bool:
 #: and not others (``a*b + c`` was a ``fma.rn.f16x2`` in one kernel and two roundings in another where
 #: the product had more uses): the interpreter contracts none, at most a product's rounding apart
 _CONTRACTED = frozenset(("fp32", "fp64"))
+_FUSED_DTYPES = {"fp32": np.dtype(np.float32), "fp64": np.dtype(np.float64)}
 
 
 def _fused(lhs, rhs, op, shape) -> Optional[np.ndarray]:
@@ -153,13 +154,17 @@ def _fused(lhs, rhs, op, shape) -> Optional[np.ndarray]:
     x, y, z = (np.reshape(h.data, np.shape(h.data) + (1,) * (nd - np.ndim(h.data)))
                if h.bat and np.ndim(h.data) < nd else h.data for h in (a, b, c))
     try:
-        x, y, z = np.broadcast_arrays(-x if neg_ab else x, y, -z if neg_c else z)
+        x, y, z = -x if neg_ab else x, y, -z if neg_c else z
+        if np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(z), shape) != tuple(shape):
+            return None  # (the result's shape is the add's: operands that would grow it are not its)
         if ty.name == "fp32":
             from .libdevice import fma_f32
             r = fma_f32(x, y, z)
         else:
             from .libdevice import fma_f64
-            r = fma_f64(x, y, z)
+            r = fma_f64(*np.broadcast_arrays(x, y, z))
+        if r.shape == tuple(shape):  # a fresh array of the result's shape (no copy)
+            return r
         return np.broadcast_to(r, shape).astype(r.dtype, copy=True)
     except ValueError:  # shapes that do not broadcast to the result's: leave the two roundings
         return None
@@ -308,18 +313,21 @@ class CheckedBuilder(_interp.InterpreterBuilder):
 
     # --- numerics like the GPU: bf16/fp8 decoded to fp32, rounded back after every operation ----------
     def binary_op(self, lhs, rhs, op):
-        if _bits(lhs) or _bits(rhs):
-            out = _rounded(op(to_float(lhs.data, lhs.dtype.scalar), to_float(rhs.data, rhs.dtype.scalar)),
-                           lhs.dtype.scalar)
-        else:
-            out = super().binary_op(lhs, rhs, op)
-        if lhs.dtype.scalar.name in _CONTRACTED and out.dtype.scalar == lhs.dtype.scalar:
-            if op is np.multiply:
-                out.fmul = (lhs, rhs)  # a product the next add or subtract may contract with
-            elif (op is np.add or op is np.subtract) and self.launch.fp_fusion:
-                fused = _fused(lhs, rhs, op, np.shape(out.data))
-                if fused is not None and fused.dtype == out.data.dtype:
-                    out.data = fused
+        ty = lhs.dtype.scalar
+        contracted = ty.name in _CONTRACTED
+        out = None
+        if (contracted and (lhs.fmul is not None or rhs.fmul is not None) and (op is np.add or op is np.subtract)
+                and self.launch.fp_fusion):  # one fma, computed instead of the add (not after it)
+            fused = _fused(lhs, rhs, op, np.broadcast_shapes(np.shape(lhs.data), np.shape(rhs.data)))
+            if fused is not None and fused.dtype == _FUSED_DTYPES[ty.name]:
+                out = TensorHandle(fused, ty)
+        if out is None:
+            if _bits(lhs) or _bits(rhs):
+                out = _rounded(op(to_float(lhs.data, ty), to_float(rhs.data, rhs.dtype.scalar)), ty)
+            else:
+                out = super().binary_op(lhs, rhs, op)
+                if contracted and op is np.multiply and out.dtype.scalar == ty:
+                    out.fmul = (lhs, rhs)  # a product the next add or subtract may contract with
         if lhs.tainted or rhs.tainted:
             _taint.carry(out, lhs, rhs)
         launch = self.launch
@@ -430,8 +438,14 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         for p, q in pairs:
             part = np.matmul(p, q)
             out = part if out is None else out + part
-        out = out + to_float(d.data, dt)
-        res = _taint.dot(TensorHandle(from_float(out, dt), dt), a, b, d)
+        acc = to_float(d.data, dt)
+        if np.result_type(out, acc) == out.dtype and np.broadcast_shapes(out.shape, np.shape(acc)) == out.shape:
+            np.add(out, acc, out=out)  # out is this call's own array
+        else:
+            out = out + acc
+        if not (dt.name == "fp32" and out.dtype == np.float32):  # else already the accumulator's storage
+            out = from_float(out, dt)
+        res = _taint.dot(TensorHandle(out, dt), a, b, d)
         for hook in self.launch.hooks.dot:
             hook(self.launch, res, a, b, d)
         return res

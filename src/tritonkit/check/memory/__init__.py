@@ -3,7 +3,7 @@
 (:mod:`.cells`). Nothing here reports findings: it resolves addresses and moves bytes."""
 from .cells import PAGE, PagedCells, element_cells, interval_cells
 from .layout import SLOT_SHIFT, HostStorage, Layout, Region, slot_base
-from .space import AddressSpace, Resolved
+from .space import AddressSpace, Resolved, row_windows
 
-__all__ = ["AddressSpace", "Resolved", "HostStorage", "Layout", "Region", "slot_base", "SLOT_SHIFT", "PAGE",
+__all__ = ["AddressSpace", "Resolved", "row_windows", "HostStorage", "Layout", "Region", "slot_base", "SLOT_SHIFT", "PAGE",
            "PagedCells", "element_cells", "interval_cells"]

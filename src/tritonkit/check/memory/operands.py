@@ -3,6 +3,7 @@ see :mod:`tritonkit.check.interp.addresses` for why, and :meth:`.space.AddressSp
 for what a caller gets."""
 from __future__ import annotations
 
+import math
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -45,9 +46,9 @@ def _consecutive(db, bshape, oshape, shape, size: int) -> bool:
     if any(d != 1 for d in bshape[k:]):
         return False
     rows = db.reshape(-1)
-    if rows.shape[0] != int(np.prod(shape[:k])):
+    if rows.shape[0] != math.prod(shape[:k]):
         return False  # the base repeats over a leading axis
-    row = int(np.prod(shape[k:])) * size
+    row = math.prod(shape[k:]) * size
     return rows.shape[0] < 2 or (int(rows[-1]) - int(rows[0]) == (rows.shape[0] - 1) * row
                                  and steps_are(rows, row))
 
@@ -162,7 +163,7 @@ def resolve_sum(nslots: int, stats: OffsetStats, base: np.ndarray, offsets: np.n
                 got = resolve_sum(nslots, stats, np.broadcast_to(bc[act] if bc.shape[0] > 1 else bc, sub),
                                        np.broadcast_to(oc[act] if oc.shape[0] > 1 else oc, sub), size, None)
                 if got is not None:
-                    per = int(np.prod(shape[1:]))
+                    per = math.prod(shape[1:])
                     got._lanes = (act[:, None] * per + np.arange(per)).reshape(-1)
                 return got
     if mask is not None:
@@ -173,7 +174,7 @@ def resolve_sum(nslots: int, stats: OffsetStats, base: np.ndarray, offsets: np.n
             if lanes.shape[0] == 0:
                 return Resolved(lanes, None, np.zeros(0, dtype=np.int64), 0)
             return _set_aligned(in_slot(lanes, make()[lanes], s0), aligned)
-    n = int(np.prod(shape))
+    n = math.prod(shape)
     if n == 0:
         return Resolved(None, None, np.zeros(0, dtype=np.int64), 0)
     if any(b > 1 and o > 1 for b, o in zip(bc.shape, oc.shape)):  # not a sum over separate axes

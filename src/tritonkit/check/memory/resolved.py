@@ -106,8 +106,14 @@ class Resolved:
         if c is not None and c[0] == size:
             return c[1]
         n = self.n
-        yes = (self.single_slot >= 0 and n > 0 and self.lo % size == 0 and self.hi - self.lo == (n - 1) * size
-               and steps_are(self.off, size))
+        yes = self.single_slot >= 0 and n > 0 and self.lo % size == 0 and self.hi - self.lo == (n - 1) * size
+        if yes:
+            rows = self.rows(size)
+            if rows is not None:  # every lane, as rows: consecutive when each row starts where the last ended
+                starts, length = rows
+                yes = starts.shape[0] < 2 or bool((starts[1:] - starts[:-1] == length).all())
+            else:
+                yes = steps_are(self.off, size)
         self._contig = (size, yes)
         return yes
 
