@@ -214,6 +214,8 @@ class _Recorder:
         except _Failed:
             self.failed = True
             return
+        if name.startswith("get_") and name.endswith("_ty") and isinstance(out, _CONSTANT_KINDS):
+            return  # a type getter (no effect): later steps hold the type it gave as a constant
         outs = []
         items = out if type(out) in (tuple, list) else (out,)
         for x in items:
