@@ -65,7 +65,7 @@ _OFFSETS = ["consecutive", "a row, repeated", "rows of a tile", "transposed tile
 
 @settings(max_examples=500, deadline=None)
 @given(st.sampled_from(_BASES), st.sampled_from(_OFFSETS), st.sampled_from([np.int32, np.int64, np.uint32, np.uint64]),
-       st.tuples(st.integers(1, 5), st.integers(1, 6), st.integers(1, 9)),
+       st.tuples(st.integers(1, 5), st.integers(1, 10), st.integers(1, 9)),
        st.sampled_from(["none", "all", "some", "none active", "some programs"]), st.sampled_from([1, 2, 4, 8]),
        st.integers(0, 2 ** 32 - 1))
 def test_resolve_sum_matches_resolving_the_addresses(base_kind, off_kind, dtype, shape, mask_kind, size, seed):
@@ -97,7 +97,16 @@ def test_resolve_sum_matches_resolving_the_addresses(base_kind, off_kind, dtype,
     if rows is not None:  # rows of consecutive elements, by their first
         starts, length = rows
         np.testing.assert_array_equal((starts[:, None] + np.arange(length)).reshape(-1), want.off // size)
+    cols = got.cols(size)
+    if cols is not None:  # columns of consecutive elements (a tile loaded transposed), by their first
+        starts, length, width = cols
+        assert rows is None and length == full[-2] and width == full[-1]
+        lanes = starts.reshape(-1, 1, width) + np.arange(length)[None, :, None]
+        np.testing.assert_array_equal(lanes.reshape(-1), want.off // size)
     np.testing.assert_array_equal(got.lanes, want.lanes)
+    if got.programs is not None:  # every lane of some programs (a divergent loop's active ones)
+        programs, per = got.programs
+        np.testing.assert_array_equal((programs[:, None] * per + np.arange(per)).reshape(-1), want.lanes)
     assert got.single_slot == want.single_slot
     np.testing.assert_array_equal(got.off, want.off)
     if got.n:
@@ -196,3 +205,58 @@ def test_a_tile_store_writes_and_undoes_whole_rows(stride):
     np.testing.assert_array_equal(copy.view(np.float32), before)
     undo.pop()()
     np.testing.assert_array_equal(a.numpy(), before)
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+def test_a_tile_loaded_transposed_is_gathered_by_its_columns(engine):
+    """``x + cols[None, :] * R + rows[:, None]`` (a K^T tile: each column is R consecutive elements)
+    loads the transposed tile, as Triton's interpreter does, and reports a column past the end."""
+    import triton
+    import triton.language as tl
+
+    import tritonkit
+
+    @triton.jit
+    def load_t(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+        rows = tl.arange(0, R)[:, None]
+        cols = tl.program_id(0) * C + tl.arange(0, C)[None, :]
+        tl.store(out_ptr + tl.program_id(0) * R * C + rows * C + tl.arange(0, C)[None, :],
+                 tl.load(x_ptr + cols * R + rows))
+
+    x = torch.randn(3 * 16, 32)  # 48 columns of 32 of x^T; 4 programs of 16 columns read 64: one past
+    out = torch.zeros(4, 32, 16)
+    with tritonkit.checking(engine=engine) as session:
+        load_t[(4,)](x, out, 32, 16)
+    torch.testing.assert_close(out[:3], x.reshape(3, 16, 32).transpose(1, 2))
+    (f,) = [f for f in session.findings if f.kind == "out_of_bounds"]
+    assert f.arg == "x_ptr" and f.program_ids == [[3]] and f.count == 16 * 32
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+def test_tiles_loaded_in_a_loop_whose_trip_count_differs_between_programs(engine):
+    """Program i sums tiles 0..i of x (rows) and of x transposed (columns): in the batched engine the
+    later iterations run with some programs inactive, whose lanes are left out by program."""
+    import triton
+    import triton.language as tl
+
+    import tritonkit
+
+    @triton.jit
+    def prefix_tiles(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+        pid = tl.program_id(0)
+        rows = tl.arange(0, R)[:, None]
+        cols = tl.arange(0, C)[None, :]
+        acc = tl.zeros((R, C), dtype=tl.float32)
+        for t in range(0, pid + 1):
+            acc += tl.load(x_ptr + t * R * C + rows * C + cols)  # rows of C consecutive elements
+            acc += tl.load(x_ptr + t * R * C + cols * R + rows)  # columns of R consecutive elements
+        tl.store(out_ptr + pid * R * C + rows * C + cols, acc)
+
+    R, C, P = 16, 16, 6
+    x = torch.randn(P, R * C)
+    out = torch.zeros(P, R, C)
+    with tritonkit.checking(engine=engine) as session:
+        prefix_tiles[(P,)](x, out, R, C)
+    assert session.findings == []
+    tiles = x.reshape(P, R, C) + x.reshape(P, C, R).transpose(1, 2)
+    torch.testing.assert_close(out, torch.cumsum(tiles, dim=0), rtol=1e-5, atol=1e-5)

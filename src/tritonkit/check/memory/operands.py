@@ -165,6 +165,7 @@ def resolve_sum(nslots: int, stats: OffsetStats, base: np.ndarray, offsets: np.n
                 if got is not None:
                     per = math.prod(shape[1:])
                     got._lanes = (act[:, None] * per + np.arange(per)).reshape(-1)
+                    got.programs = (act, per)
                 return got
     if mask is not None:
         m = mask if mask.shape == shape else np.broadcast_to(mask, shape)
@@ -194,4 +195,10 @@ def resolve_sum(nslots: int, stats: OffsetStats, base: np.ndarray, offsets: np.n
             starts = shape[:-1] + (1,)
             res._rows = (size, length, lambda: np.broadcast_to(np.add(oc[..., :1], db // size, dtype=np.int64),
                                                           starts).reshape(-1))
+        elif (len(shape) >= 2 and shape[-2] >= _MIN_ROW and bc.shape[-2] == 1 and oc.shape[-2] == shape[-2]
+              and stats.rows_consecutive(np.swapaxes(oc, -1, -2))):
+            # columns of consecutive elements (a tile loaded transposed, K^T): gathered whole, by their first
+            starts = shape[:-2] + (1, shape[-1])
+            res._cols = (size, shape[-2], shape[-1], lambda: np.broadcast_to(
+                np.add(oc[..., :1, :], db // size, dtype=np.int64), starts).reshape(-1))
     return res

@@ -50,7 +50,7 @@ class Resolved:
     """
 
     __slots__ = ("n", "_lanes", "_slot", "_off", "_ok", "single_slot", "lo", "hi", "aligned", "per", "_contig",
-                 "_index", "_rows")
+                 "_index", "_rows", "_cols", "programs")
 
     def __init__(self, lanes, slot, off, single_slot: int, lo: int = 0, hi: int = 0):
         # off: an int64 array, or ``(n, make)`` where ``make()`` returns it (made when first read)
@@ -68,6 +68,10 @@ class Resolved:
         self._contig = None  # (size, whether contiguous), see contiguous()
         self._index = None  # (size, make): element indices of every lane (see element_index)
         self._rows = None  # (size, row length, make): the first element of each row (see rows)
+        self._cols = None  # (size, column length, columns a block, make): the first of each column (see cols)
+        # (programs, lanes a program): the active lanes are every lane of these programs (int64, in
+        # order) of a block of programs x lanes, or None (see operands.resolve_sum)
+        self.programs = None
 
     @property
     def off(self) -> np.ndarray:
@@ -138,6 +142,18 @@ class Resolved:
         if not isinstance(got[2], np.ndarray):
             got = self._rows = (size, got[1], got[2]())
         return got[2], got[1]
+
+    def cols(self, size: int) -> Optional[Tuple[np.ndarray, int, int]]:
+        """``(starts, length, width)``: the lanes are a block of ``(..., length, width)`` whose
+        columns (the second-to-last axis) are ``length`` consecutive ``size``-byte elements (a tile
+        loaded transposed), column ``j`` of leading block ``i`` starting at element
+        ``starts[i * width + j]`` of its storage (int64); None where the resolver did not find so."""
+        got = self._cols
+        if got is None or got[0] != size:
+            return None
+        if not isinstance(got[3], np.ndarray):
+            got = self._cols = (size, got[1], got[2], got[3]())
+        return got[3], got[1], got[2]
 
     def keep(self, keep: Optional[np.ndarray]) -> None:
         """Clear the lanes where ``keep`` is False (None keeps all)."""

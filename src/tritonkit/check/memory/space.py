@@ -284,21 +284,30 @@ class AddressSpace:
         typed, idx = self._index(region, off, dtype, res.aligned)
         return typed, idx, off
 
-    @staticmethod
-    def _rows(res: Resolved, sel, region: Region, dtype: np.dtype):
+    @classmethod
+    def _rows(cls, res: Resolved, sel, region: Region, dtype: np.dtype, whole: bool = False):
         """``(typed storage, row starts, row length)`` where every lane is allowed and the lanes are
         rows of consecutive elements inside the storage (:meth:`Resolved.rows`); else None."""
-        if sel is not None or not res.all_lanes:
+        return cls._inside("rows", res, sel, region, dtype, whole)
+
+    @staticmethod
+    def _inside(kind: str, res: Resolved, sel, region: Region, dtype: np.dtype, whole: bool = False):
+        """``(typed storage,) + runs`` where every lane is allowed (``whole``: or every lane of some
+        programs, :attr:`Resolved.programs`), the resolver found them to be runs of consecutive
+        elements (``kind`` "rows": :meth:`Resolved.rows`, ``(starts, length)``; "cols":
+        :meth:`Resolved.cols`, ``(starts, length, width)``) and every run lies inside the storage;
+        else None."""
+        if sel is not None or not (res.all_lanes or (whole and res.programs is not None and res._ok is None)):
             return None
-        rows = res.rows(dtype.itemsize)
-        if rows is None:
+        runs = getattr(res, kind)(dtype.itemsize)
+        if runs is None:
             return None
         typed = region.storage.typed(dtype)
-        starts, length = rows
+        starts, length = runs[0], runs[1]
         if typed.shape[0] < length or starts.shape[0] == 0 or int(starts.min()) < 0 \
                 or int(starts.max()) > typed.shape[0] - length:
             return None
-        return typed, starts, length
+        return (typed,) + tuple(runs)
 
     @staticmethod
     def _span(res: Resolved, sel, dtype: np.dtype) -> Optional[slice]:
@@ -321,10 +330,23 @@ class AddressSpace:
                 else:
                     out_flat[res.lanes] = typed[span]
                 continue
-            rows = self._rows(res, sel, region, dtype)
-            if rows is not None:  # whole rows, through a view of every run of a row's length
-                typed, starts, length = rows
-                out_flat.reshape(-1, length)[:] = row_windows(typed, length)[starts]
+            rows = self._rows(res, sel, region, dtype, whole=True)
+            cols = self._inside("cols", res, sel, region, dtype, whole=True) if rows is None else None
+            if rows is not None or cols is not None:
+                # every lane, or every lane of some programs (a divergent loop's active ones): whole
+                # rows through a view of every run of a row's length, or columns the same way, then
+                # each block transposed
+                into = out_flat if res.all_lanes else np.empty(res.n, dtype=dtype)
+                if rows is not None:
+                    typed, starts, length = rows
+                    into.reshape(-1, length)[:] = row_windows(typed, length)[starts]
+                else:
+                    typed, starts, length, width = cols
+                    got = row_windows(typed, length)[starts].reshape(-1, width, length)
+                    into.reshape(-1, length, width)[:] = got.transpose(0, 2, 1)
+                if into is not out_flat:
+                    programs, per = res.programs
+                    out_flat.reshape(-1, per)[programs] = into.reshape(-1, per)
                 continue
             typed, idx, off = self._indexed(res, sel, region, dtype)
             if typed is not None:
