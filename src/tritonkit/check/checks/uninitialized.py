@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..findings import Violation
-from ..memory import element_cells, interval_cells, row_windows
+from ..memory import element_cells, interval_cells, row_windows, runs_within
 from .base import Access, Check
 
 # torch dtype -> the bit pattern of the sentinel, as an unsigned integer of the element's size
@@ -71,19 +71,6 @@ def sentinel_of_type(ty) -> Optional[int]:
 
 def _to_signed(pattern: int, size: int) -> int:
     return pattern - (1 << (8 * size)) if pattern >= 1 << (8 * size - 1) else pattern
-
-
-def _rows_inside(res, size: int, ncells: int):
-    """``(row starts, length)`` where every lane of ``res`` is in rows of consecutive ``size``-byte
-    cells (see :meth:`~tritonkit.check.memory.resolved.Resolved.rows`) inside a storage of ``ncells``;
-    else None."""
-    rows = res.rows(size)
-    if rows is None:
-        return None
-    starts, length = rows
-    if starts.shape[0] == 0 or length > ncells or int(starts.min()) < 0 or int(starts.max()) > ncells - length:
-        return None
-    return starts, length
 
 
 @dataclasses.dataclass
@@ -353,8 +340,8 @@ class UninitializedCheck(Check):
                     c0 = res.lo // tr.g
                     cells = slice(c0, c0 + res.n)
                 else:
-                    rows = _rows_inside(res, access.size, tr.ncells)
-                    if rows is not None:  # a tile's rows: whole, by their first cells
+                    rows = res.rows(access.size)
+                    if rows is not None and runs_within(*rows, tr.ncells):  # a tile's rows: by their first cells
                         cells, length = rows
                         state = row_windows(tr.uninit, length, writeable=True)
             if cells is None:

@@ -7,7 +7,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from ..errors import Unbatchable
-from ..memory import PagedCells, element_cells, interval_cells
+from ..memory import PagedCells, element_cells, interval_cells, runs_within
 from ..memory.cells import PAGE, PAGE_BITS
 
 _NONE = -1
@@ -144,8 +144,8 @@ def _row_runs(res, order: np.ndarray, g: int, ncells: int):
         return None
     starts, length = rows
     nrows, programs = starts.shape[0], order.shape[0]
-    if (length < _LANES_PER_RUN or nrows == 0 or nrows % programs or nrows * length != res.n
-            or int(starts.min()) < 0 or int(starts.max()) + length > ncells):
+    if (length < _LANES_PER_RUN or nrows % programs or nrows * length != res.n
+            or not runs_within(starts, length, ncells)):
         return None
     pids = np.repeat(order.astype(np.int32), nrows // programs)
     # rows that continue the one before (a tile as wide as its tensor's rows) join it

@@ -311,15 +311,13 @@ _FMA_CHUNK = 1 << 18
 def _fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
     p = np.multiply(a, b, dtype=F64)  # exact: 24 x 24 bits; kept for the halfway lanes' two-sum
-    s = np.add(p, c, dtype=F64)
-    if s.shape != shape:
-        s = np.broadcast_to(s, shape).copy()
+    s = np.add(p, c, dtype=F64)  # of the broadcast shape
     flat_s = s.reshape(-1)
     out = flat_s.astype(np.float32)
     # the lanes to look at again: a halfway sum (the float64 sum's low 29 bits 1 followed by zeros:
     # the float32 rounding tie; on 32-bit words: 1.3x the time, measured), or a float32 result under
-    # 2**-125 or zero (its exponent field under 2: the bits shifted past the sign, on the half-size
-    # float32 result, 1.2x faster than the same on the float64 sum; zero results are kept out below)
+    # 2**-125 or zero (its exponent field under 2: the bits shifted past the sign, on the float32
+    # result, half the bytes of the float64 sum; zero results are kept out below)
     scratch = np.bitwise_and(flat_s.view(np.uint64), np.uint64((1 << 29) - 1))
     mark = scratch == np.uint64(1 << 28)
     del scratch

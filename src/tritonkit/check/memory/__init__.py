@@ -3,7 +3,8 @@
 (:mod:`.cells`). Nothing here reports findings: it resolves addresses and moves bytes."""
 from .cells import PAGE, PagedCells, element_cells, interval_cells
 from .layout import SLOT_SHIFT, HostStorage, Layout, Region, slot_base
+from .resolved import runs_within
 from .space import AddressSpace, Resolved, row_windows
 
-__all__ = ["AddressSpace", "Resolved", "row_windows", "HostStorage", "Layout", "Region", "slot_base", "SLOT_SHIFT", "PAGE",
-           "PagedCells", "element_cells", "interval_cells"]
+__all__ = ["AddressSpace", "Resolved", "row_windows", "runs_within", "HostStorage", "Layout", "Region", "slot_base",
+           "SLOT_SHIFT", "PAGE", "PagedCells", "element_cells", "interval_cells"]

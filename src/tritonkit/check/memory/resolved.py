@@ -161,6 +161,13 @@ class Resolved:
             self._ok = keep if self._ok is None else (self._ok & keep)
 
 
+def runs_within(starts: np.ndarray, length: int, n: int) -> bool:
+    """Whether every run of ``length`` elements starting at ``starts`` (the rows or columns of
+    :meth:`Resolved.rows` / :meth:`Resolved.cols`) lies inside elements ``[0, n)`` of a storage (and
+    there is at least one)."""
+    return bool(starts.shape[0]) and length <= n and int(starts.min()) >= 0 and int(starts.max()) <= n - length
+
+
 def in_slot(lanes, off: np.ndarray, s0: int) -> Optional[Resolved]:
     """The lanes ``lanes`` with byte offsets ``off`` (int64) from slot ``s0``'s byte 0, resolved
     into that slot; None where one lies outside it."""

@@ -24,7 +24,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .layout import SLOT_HALF, SLOT_SHIFT, HostStorage, Layout, Region
 from .operands import OffsetStats, resolve_sum
-from .resolved import Resolved, in_slot
+from .resolved import Resolved, in_slot, runs_within
 
 _SHIFT_OF = {2: 1, 4: 2, 8: 3, 16: 4}
 
@@ -303,9 +303,7 @@ class AddressSpace:
         if runs is None:
             return None
         typed = region.storage.typed(dtype)
-        starts, length = runs[0], runs[1]
-        if typed.shape[0] < length or starts.shape[0] == 0 or int(starts.min()) < 0 \
-                or int(starts.max()) > typed.shape[0] - length:
+        if not runs_within(runs[0], runs[1], typed.shape[0]):
             return None
         return (typed,) + tuple(runs)
 
