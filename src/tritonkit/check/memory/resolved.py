@@ -47,6 +47,9 @@ class Resolved:
         lo, hi: the smallest and largest ``off`` (only meaningful when ``single_slot >= 0``).
         aligned: every lane's ``off`` is a multiple of the access size (set by a check, or by the
             resolver where a pointer block's bases prove it).
+        programs: ``(programs, lanes a program)`` where the active lanes are every lane of those
+            programs (int64, in order) of a block of programs x lanes (a divergent loop's active
+            ones, found by the resolver), else None.
     """
 
     __slots__ = ("n", "_lanes", "_slot", "_off", "_ok", "single_slot", "lo", "hi", "aligned", "per", "_contig",
@@ -69,9 +72,7 @@ class Resolved:
         self._index = None  # (size, make): element indices of every lane (see element_index)
         self._rows = None  # (size, row length, make): the first element of each row (see rows)
         self._cols = None  # (size, column length, columns a block, make): the first of each column (see cols)
-        # (programs, lanes a program): the active lanes are every lane of these programs (int64, in
-        # order) of a block of programs x lanes, or None (see operands.resolve_sum)
-        self.programs = None
+        self.programs = None  # see the class's attributes (set by operands.resolve_sum)
 
     @property
     def off(self) -> np.ndarray:
