@@ -39,8 +39,8 @@ browser:
 	  fi; \
 	fi
 
-# The suite runs in pytest-xdist workers, one per usable core up to 4 (the CI machine's 2 cores: 6 minutes
-# instead of 11-13 in one process); PYTEST_WORKERS= runs it in one process.
+# The suite runs in pytest-xdist workers, one per usable core up to 4 (the CI machine's 2 cores: 6-8 minutes
+# instead of 11-13 in one process, 2026-11-27); PYTEST_WORKERS= runs it in one process.
 PYTEST_WORKERS ?= -n auto --maxprocesses=4
 
 # With chromium present the browser test must run (TRITONKIT_REQUIRE_BROWSER=1): a broken install fails it

@@ -114,9 +114,13 @@ def _as_runs(cells: np.ndarray, pids: np.ndarray):
     breaks = np.flatnonzero((np.diff(cells) != 1) | (np.diff(pids) != 0)) + 1
     if breaks.shape[0] + 1 > max(1, n // _LANES_PER_RUN):
         return None
-    first = np.concatenate(([0], breaks))
-    last = np.concatenate((breaks, [n])) - 1
+    first, last = _split_at(breaks, n)
     return cells[first], cells[last] + 1, pids[first]
+
+
+def _split_at(breaks: np.ndarray, n: int):
+    """The first and last index (int64) of each part of ``range(n)`` cut before each of ``breaks``."""
+    return np.concatenate(([0], breaks)), np.concatenate((breaks, [n])) - 1
 
 
 def _span_runs(res, order: np.ndarray, g: int, nbytes: int):
@@ -150,8 +154,7 @@ def _row_runs(res, order: np.ndarray, g: int, ncells: int):
     pids = np.repeat(order.astype(np.int32), nrows // programs)
     # rows that continue the one before (a tile as wide as its tensor's rows) join it
     breaks = np.flatnonzero((starts[1:] != starts[:-1] + length) | (pids[1:] != pids[:-1])) + 1
-    first = np.concatenate(([0], breaks))
-    last = np.concatenate((breaks, [nrows])) - 1
+    first, last = _split_at(breaks, nrows)
     return starts[first], starts[last] + length, pids[first]
 
 

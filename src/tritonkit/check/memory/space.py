@@ -61,10 +61,12 @@ class Write:
 
 
 def row_windows(typed: np.ndarray, length: int, writeable: bool = False) -> np.ndarray:
-    """Every run of ``length`` consecutive elements of the 1-D array ``typed``, as a 2-D view (row
-    ``i`` is ``typed[i:i + length]``): rows of a tile are read or written whole by their first
-    elements. Measured on the CPU machine (2026-11-27): a gather through it took a third of the time
-    of an index per lane."""
+    """Every run of ``length`` consecutive elements of the 1-D array ``typed`` (at least ``length``
+    long: :func:`~.resolved.runs_within` checks the runs first), as a 2-D view of shape
+    ``(len(typed) - length + 1, length)``, row ``i`` being ``typed[i:i + length]``; written through
+    only with ``writeable``. Rows of a tile are read or written whole by their first elements.
+    Measured on the CPU machine (2026-11-27): a gather through it took a third of the time of an
+    index per lane."""
     return as_strided(typed, (typed.shape[0] - length + 1, length), (typed.strides[0],) * 2, writeable=writeable)
 
 
