@@ -52,6 +52,35 @@ def test_a_freed_batch_sized_array_is_reused_without_page_faults():
     assert faults < 400  # 64 MiB is 16384 pages
 
 
+_FIRST = textwrap.dedent('''
+    import resource, threading, time
+    import numpy as np
+    from tritonkit.check.memory.allocator import keep_freed_memory
+    keep_freed_memory()
+    for t in threading.enumerate():  # the heap reserve's pages made resident off the main thread
+        if t.name == "tritonkit-heap":
+            t.join(30)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    values = [np.ones(1 << 18, dtype=np.float32) for _ in range(24)]  # 24 MiB (1 MiB arrays), first written here
+    print("faults", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+''')
+
+
+@glibc_only
+@pytest.mark.parametrize("keep", ["1", "0"])
+def test_the_first_arrays_of_a_session_reuse_the_heap_it_made_resident(keep):
+    """The first batch's arrays (a fresh process's first launch) find their pages already resident
+    where Linux has MADV_POPULATE_WRITE (5.14 and later); 24 MiB is 6,144 pages."""
+    release = tuple(int(x) for x in platform.release().split(".")[:2] if x.isdigit())
+    if keep == "1" and release < (5, 14):
+        pytest.skip("MADV_POPULATE_WRITE needs Linux 5.14")
+    proc = subprocess.run([sys.executable, "-c", _FIRST], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TRITONKIT_KEEP_FREED_MEMORY": keep})
+    assert proc.returncode == 0, proc.stderr
+    faults = int(proc.stdout.split()[-1])
+    assert faults < 600 if keep == "1" else faults > 5000
+
+
 @glibc_only
 def test_it_can_be_turned_off_and_then_every_array_is_faulted_in_again():
     state, faults = _run({"TRITONKIT_KEEP_FREED_MEMORY": "0"})

@@ -31,7 +31,8 @@ class LaunchRecord:
         batches: executions of the kernel's body for a batch of programs (0 when sequential).
         groups: extra batches made where control flow diverged between programs.
         masked_loops: executions of a loop whose trip count differed between the programs of a
-            batch, run once for the batch with an active mask (see ``_simt``).
+            batch, run once for the batch: a ``range`` loop's finished programs leave the batch
+            (see ``interp.compact``), a ``while`` loop masks them off (see ``interp.simt``).
         processes: processes that ran the launch's programs: 1, or more where the batched engine
             shared them out with forked workers (see :mod:`tritonkit.check.engine.shares`).
             ``batches``, ``groups`` and ``masked_loops`` then count every process's.

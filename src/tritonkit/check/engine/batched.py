@@ -269,6 +269,24 @@ def _note_seconds(launch, cost: Tuple[float, float]) -> Tuple[float, float]:
     return cost
 
 
+def _over_group(launch, values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """A divergent value per program of ``group`` (the batch begun), from ``values`` per program of
+    the batch running when it diverged: inside a compacted loop (:mod:`~..interp.compact`) that is
+    a sub-batch, and the programs that left it go along with its first program.
+
+    Raises:
+        Unbatchable: values of neither batch (not expected).
+    """
+    if values.shape[0] == group.shape[0]:
+        return values
+    running = launch.batch.order if launch.batch is not None else None
+    if running is None or values.shape[0] != running.shape[0] or not running.shape[0]:
+        raise Unbatchable("control flow on a value of unexpected shape")
+    out = np.full(group.shape[0], values[0], dtype=values.dtype)
+    out[np.searchsorted(group, running)] = values
+    return out
+
+
 def _run_groups(launch, tx: Transaction, fn, call_args, order: np.ndarray) -> None:
     """Run the programs ``order`` (execution indices), splitting them where control flow diverges."""
     pending = [order]
@@ -284,9 +302,7 @@ def _run_groups(launch, tx: Transaction, fn, call_args, order: np.ndarray) -> No
             runs += 1
             if runs > limit:
                 raise Unbatchable("control flow diverges between too many groups of programs") from None
-            values = d.values
-            if values.shape[0] != group.shape[0]:  # pragma: no cover - a value of another batch
-                raise Unbatchable("control flow on a value of unexpected shape") from None
+            values = _over_group(launch, d.values, group)
             _, inv = np.unique(values, return_inverse=True)
             groups = [group[inv.reshape(-1) == k] for k in range(int(inv.max()) + 1)]
             groups.sort(key=lambda g: int(g[0]))

@@ -3,9 +3,12 @@
 The batched engine runs a batch of programs through one execution of the kernel's body. A loop
 whose bound depends on the program (causal attention's ``range(0, (start_m + 1) * BLOCK_M, ...)``)
 or a ``while`` on loaded data would otherwise split the batch into groups of programs that agree
-(see :mod:`tritonkit.check.engine.batched`), one execution per group. Here such a loop runs as a GPU runs a divergent
-loop within a warp: for as many iterations as the longest program needs, with an *active mask*
-over the batch's programs:
+(see :mod:`tritonkit.check.engine.batched`), one execution per group. Here such a loop runs once
+for the batch, for as many iterations as the longest program needs. A ``range`` loop drops the
+programs that are done from the batch (:mod:`.compact`: the rewritten body narrows its variables
+to the programs that go on, and they are put back together after the loop). A ``while`` loop, a
+loop nested in one, and every loop where :data:`COMPACT` is off run as a GPU runs a divergent
+loop within a warp, with an *active mask* over the batch's programs:
 
 * an inactive program's loads, stores and atomics are masked off (:class:`~.batched.BatchedBuilder`
   ANDs the mask in), its ``device_assert`` and ``device_print`` are silent;
@@ -16,9 +19,10 @@ over the batch's programs:
 
 The loops are found in the kernel's source: :class:`SimtRewriter` rewrites ``for ... in range(...)``
 / ``tl.range(...)`` and ``while`` loops whose bodies assign only plain names and have no
-``break``/``continue``/``return`` (others keep the group split). The rewritten code behaves exactly
-like the original when nothing diverges, and is used only by the batched engine: the sequential
-engine, the oracle, runs Triton's own rewrite of the kernel.
+``break``/``continue``/``return`` (others keep the group split); a ``for`` gets the statements that
+narrow and widen the function's local variables its body uses (:func:`_compaction`). The rewritten
+code behaves exactly like the original when nothing diverges, and is used only by the batched
+engine: the sequential engine, the oracle, runs Triton's own rewrite of the kernel.
 """
 from __future__ import annotations
 
@@ -33,8 +37,11 @@ from triton.runtime import interpreter as _interp
 from ..errors import Divergence
 from . import batched_ops
 from .batched import BatchedBuilder
+from .compact import UNSET, Compaction  # UNSET: a variable the loop body assigns that had no value before
 
-UNSET = object()  # a variable the loop body assigns that had no value before the iteration
+#: whether divergent ``range`` loops drop finished programs from the batch (:mod:`.compact`) rather
+#: than mask them off or split the batch by trip count (the tests run both)
+COMPACT = True
 _MODULE = "_tritonkit_simt"  # the name this module has in rewritten kernels' globals
 _counter = itertools.count()
 
@@ -74,6 +81,27 @@ class _Loop:
         self.outer = self.builder.active if self.builder is not None else None
         self.masked = False
         self.act: Optional[np.ndarray] = None
+        self.compaction: Optional[Compaction] = None
+        self.narrowing = False  # the body narrows its variables before this iteration (compaction)
+
+    @property
+    def compacted(self) -> bool:
+        """Whether the loop ran compacted: its variables are widened after it (:meth:`widen`)."""
+        return self.compaction is not None and self.compaction.narrowed
+
+    def narrow(self, scope: dict, names: tuple, dead: tuple) -> tuple:
+        """The values of the rewritten body's variables ``names`` (in ``scope``, the function's
+        ``locals()``; ``UNSET`` where not bound) narrowed to the programs of this iteration
+        (:meth:`~.compact.Compaction.narrow`)."""
+        self.narrowing = False
+        return self.compaction.narrow(tuple(scope.get(n, UNSET) for n in names), dead)
+
+    def widen(self, scope: dict, names: tuple, target: Optional[str]) -> tuple:
+        """The variables ``names`` for the loop's whole batch after it, and then the loop target's
+        (``target``: its name, or None where it is not one name) (:meth:`~.compact.Compaction.widen`)."""
+        values, last = self.compaction.widen(tuple(scope.get(n, UNSET) for n in names),
+                                              scope.get(target, UNSET) if target else UNSET)
+        return values + ((last,) if target else ())
 
     def _set(self, act: np.ndarray) -> None:
         if self.act is None:
@@ -132,14 +160,17 @@ class _Range(_Loop):
         if (st == 0).any():
             raise ValueError("range() arg 3 must not be zero")
         trips = np.maximum(0, -((s - e) // st))  # ceil((e - s) / st), for either sign of the step
+        uniform_start = per[0] is None and per[2] is None
         if self.outer is not None:
             trips = np.where(self.outer, trips, 0)
+        elif COMPACT:
+            yield from self._compacted(trips, s, st, uniform_start)
+            return
         else:
             # programs far apart in trip count: the engine runs them as groups of close counts
             groups = split_by_trips(trips, b.max_bytes / max(1, P))
             if groups is not None:
                 raise Divergence(groups)
-        uniform_start = per[0] is None and per[2] is None
         for k in range(int(trips.max(initial=0))):
             self._set(trips > k)
             if uniform_start:
@@ -147,6 +178,22 @@ class _Range(_Loop):
             else:
                 yield batched_ops.bat_tensor((s + k * st).astype(np.int32), tl.int32)
         self._restore()
+
+    def _compacted(self, trips: np.ndarray, s: np.ndarray, st: np.ndarray, uniform_start: bool):
+        """The iterations of a divergent loop whose finished programs leave the batch (see :mod:`.compact`)."""
+        start, _, step = self.bounds
+        c = self.compaction = Compaction(self.builder, trips, s + np.maximum(trips - 1, 0) * st)
+        self.builder.launch.record.masked_loops += 1
+        for k in range(int(trips.max(initial=0))):
+            if (trips[c.cur] <= k).any():
+                c.enter(c.cur[trips[c.cur] > k])
+                self.narrowing = True
+            if uniform_start:
+                yield _int(start) + k * _int(step)
+            else:
+                run = c.cur if c.pending is None else c.pending
+                yield batched_ops.bat_tensor((s[run] + k * st[run]).astype(np.int32), tl.int32)
+        c.leave()
 
 
 class _While(_Loop):
@@ -321,7 +368,86 @@ def _is_range(node) -> bool:
     return (isinstance(f, ast.Name) and f.id == "range") or (isinstance(f, ast.Attribute) and f.attr == "range")
 
 
+def _locals_of(fn: ast.FunctionDef) -> set:
+    """The local variable names of a function: its parameters and every name it binds (not in
+    nested scopes), as Python decides them."""
+    a = fn.args
+    names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+    names.update(x.arg for x in (a.vararg, a.kwarg) if x is not None)
+
+    def walk(node) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(child.name)
+                continue
+            if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                continue
+            if isinstance(child, ast.Name) and isinstance(child.ctx, (ast.Store, ast.Del)):
+                names.add(child.id)
+            elif isinstance(child, ast.alias):
+                names.add((child.asname or child.name).split(".")[0])
+            walk(child)
+
+    for stmt in fn.body:
+        walk(stmt)
+    declared = {n for node in ast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+    return {n for n in names - declared if not n.startswith("_tk_")}
+
+
+def _loaded(node) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _dead_on_entry(body: List[ast.stmt], names: List[str]) -> List[bool]:
+    """For each name, whether the body assigns it (a plain top-level assignment) before anything reads it."""
+    dead = {}
+    for stmt in body:
+        loads = _loaded(stmt) | {n.target.id for n in ast.walk(stmt)
+                                 if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}  # x += ...
+        stores = ({t.id for t in ast.walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+                  if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else ())
+        for n in loads:
+            dead.setdefault(n, False)
+        for n in stores:
+            dead.setdefault(n, True)
+    return [dead.get(n, False) for n in names]
+
+
+def _method(loop: str, attr: str, args) -> ast.Call:
+    return ast.Call(func=ast.Attribute(value=_name(loop), attr=attr, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+def _compaction(loop: str, node: ast.For, local_names: set):
+    """The statement a compacted ``for`` runs at the top of an iteration whose programs changed (the
+    function's local variables the body uses narrowed: ``names = loop.narrow(locals(), ...)``) and the
+    one after the loop (they and the loop target widened): see :mod:`.compact`. A variable not bound
+    is bound to ``UNSET`` by them."""
+    targets = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+    body = ast.Module(body=node.body, type_ignores=[])
+    names = sorted((_loaded(body) | {n.id for n in ast.walk(body) if isinstance(n, ast.Name)}) & local_names
+                   - set(targets))
+    target = targets[0] if isinstance(node.target, ast.Name) else None
+    if not names and target is None:
+        return ast.Pass(), ast.Pass()
+    locals_call = ast.Call(func=_name("locals"), args=[], keywords=[])
+    keys = ast.Constant(tuple(names))
+
+    def store(extra=()):
+        return ast.Tuple(elts=[_name(n, True) for n in names + list(extra)], ctx=ast.Store())
+    head = ast.If(test=ast.Attribute(value=_name(loop), attr="narrowing", ctx=ast.Load()),
+                  body=[ast.Assign(targets=[store()], value=_method(
+                      loop, "narrow", [locals_call, keys, ast.Constant(tuple(_dead_on_entry(node.body, names)))]))]
+                  if names else [ast.Pass()], orelse=[])
+    tail = ast.If(test=ast.Attribute(value=_name(loop), attr="compacted", ctx=ast.Load()),
+                  body=[ast.Assign(targets=[store([target] if target else [])], value=_method(
+                      loop, "widen", [locals_call, keys, ast.Constant(target)]))], orelse=[])
+    return head, tail
+
+
 class _LoopTransformer(ast.NodeTransformer):
+    def __init__(self, local_names: set) -> None:
+        self.local_names = local_names
+
     def visit_For(self, node: ast.For):
         node = self.generic_visit(node)
         if node.orelse or not _is_range(node.iter):
@@ -333,10 +459,11 @@ class _LoopTransformer(ast.NodeTransformer):
         names = [n for n in names if n not in target_names]
         loop = f"_tk_loop{next(_counter)}"
         saves, merges = _saves_and_merges(loop, names)
+        head, tail = _compaction(loop, node, self.local_names)
         make = ast.Assign(targets=[_name(loop, True)], value=_call("loop_range", node.iter.args, node.iter.keywords))
-        new_for = ast.For(target=node.target, iter=_name(loop), body=saves + node.body + merges, orelse=[],
+        new_for = ast.For(target=node.target, iter=_name(loop), body=[head] + saves + node.body + merges, orelse=[],
                           type_comment=None)
-        out = [make, new_for]
+        out = [make, new_for, tail]
         for n in out:
             ast.copy_location(n, node)
         return out
@@ -366,6 +493,7 @@ class SimtRewriter(_interp.FunctionRewriter):
 
     def _transform_ast(self, src):
         tree = super()._transform_ast(src)
-        tree = _LoopTransformer().visit(tree)
+        fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        tree = _LoopTransformer(_locals_of(fn) if fn is not None else set()).visit(tree)
         ast.fix_missing_locations(tree)
         return tree

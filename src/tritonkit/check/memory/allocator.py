@@ -16,7 +16,13 @@ glibc's own adjustment reaches) and the trim threshold to 2 GiB, so freed blocks
 of faulted in again, and leaves them so for the rest of the process: put back at the session's
 end, the next session's first launch paid the page faults again (a warm vector add of 2**22 fp32
 faulted 11,000 pages per launch instead of 500). The process's resident memory then stays near its
-peak until it exits, as with any allocator that keeps what it frees. NumPy's advice to the kernel that its arrays of 4 MiB or more be backed by 2 MiB pages
+peak until it exits, as with any allocator that keeps what it frees. It also grows the heap by
+31 MiB at once and has Linux make those pages resident in one call, off the main thread
+(:func:`_reserve_heap`): a fresh process's first launch then writes its first arrays into pages
+already there instead of faulting them in one by one (a fault cost ~4 us on the CPU machine's VM);
+those 31 MiB count in the process's resident memory from then on.
+
+NumPy's advice to the kernel that its arrays of 4 MiB or more be backed by 2 MiB pages
 (``madvise(MADV_HUGEPAGE)``) is turned off while a session runs (:func:`no_huge_pages`): with
 Linux's default ``defrag`` setting (``madvise``), a fault in such a region may compact memory
 synchronously to find a huge page, and the batch's arrays, made and freed by the thousand, paid for
@@ -24,14 +30,15 @@ it. Measured on the CPU machine: a fresh process's first checked layer norm of 4
 0.40 s (0.30 s of it in the kernel) with the advice, 0.15 s without; a warm softmax of 4096x1024,
 0.063 s against 0.043 s.
 
-A process that set its
-allocator up itself (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``,
-``GLIBC_TUNABLES``), or ``TRITONKIT_KEEP_FREED_MEMORY=0``, is left as it is.
+A process that set its allocator up itself (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``,
+``MALLOC_TOP_PAD_``, ``GLIBC_TUNABLES``), or ``TRITONKIT_KEEP_FREED_MEMORY=0``, is left as it is.
 """
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
+import threading
 from typing import Optional
 
 from ..._env import switched_off
@@ -85,7 +92,41 @@ def keep_freed_memory() -> Optional[bool]:
         ok = fn is not None and _set(fn, M_MMAP_THRESHOLD, MMAP_THRESHOLD) and _set(fn, M_TRIM_THRESHOLD,
                                                                                 SESSION_TRIM_THRESHOLD)
         _done = True if ok else False
+        if ok and HEAP_RESERVE:
+            _reserve_heap(HEAP_RESERVE)
     return True if _done else None
+
+
+#: bytes of heap made resident when a session begins (see the module): below the mmap threshold, so
+#: that the block comes from the heap glibc now keeps
+HEAP_RESERVE = MMAP_THRESHOLD - (1 << 20)
+MADV_POPULATE_WRITE = 23  # Linux 5.14 and later; older kernels refuse it (EINVAL) and nothing happens
+
+
+def _reserve_heap(nbytes: int) -> None:
+    """Grow glibc's heap by ``nbytes`` (a block allocated and freed at once: it stays in the heap,
+    see :func:`keep_freed_memory`) and have a background thread ask Linux to make those pages
+    resident in one call (``madvise(MADV_POPULATE_WRITE)``), so that the first launch's arrays
+    reuse them instead of faulting each page in. Measured on the CPU machine (2 cores, 2026-11-27):
+    a fresh process's first checked causal attention 8 x 512 x 64 faulted 1,330 pages instead of
+    9,000 and took 0.10 s instead of 0.13 s; populating 31 MiB took 13 ms, off the main thread."""
+    try:
+        libc = ctypes.CDLL(None)
+        malloc, free, madvise = libc.malloc, libc.free, libc.madvise
+    except (OSError, AttributeError):
+        return
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, (ctypes.c_size_t,)
+    free.restype, free.argtypes = None, (ctypes.c_void_p,)
+    madvise.restype, madvise.argtypes = ctypes.c_int, (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    block = malloc(nbytes)
+    if not block:
+        return
+    page = mmap.PAGESIZE
+    lo, hi = (block + page - 1) // page * page, (block + nbytes) // page * page
+    free(block)  # back to the heap's top, which is kept (trim threshold): the pages stay mapped
+    if hi > lo:  # (populating pages another thread meanwhile writes is harmless: they are only faulted in)
+        threading.Thread(target=madvise, args=(lo, hi - lo, MADV_POPULATE_WRITE), name="tritonkit-heap",
+                         daemon=True).start()
 
 
 def _madvise_switch():
