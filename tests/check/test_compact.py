@@ -240,3 +240,83 @@ def test_a_variable_is_narrowed_unless_the_body_assigns_it_before_reading_it():
     # a: read by +=; b: assigned first; c, d: read; e: assigned (under an if, then at the top level)
     # before any read; f: read by its own assignment; g: not in the body
     assert dead == [False, True, False, False, True, False, False]
+
+
+@triton.jit
+def staged_attention_inner(q_ptr, k_desc, v_ptr, o_ptr, N_CTX, D: tl.constexpr, BLOCK: tl.constexpr,
+                           STAGE: tl.constexpr):
+    """The shape of the fused-attention tutorial's inner loops: a bound per program (causal), keys
+    through a host tensor descriptor (an object the loop reads, not a value), values through a
+    pointer block advanced in the loop (``ptrs += ...``), a loop-carried offset, ``tl.multiple_of``
+    on the loop index, ``-=`` on a block, and a name assigned only under a compile-time branch."""
+    start_m = tl.program_id(0)
+    rows = tl.arange(0, BLOCK)
+    cols = tl.arange(0, D)
+    offs_m = start_m * BLOCK + rows
+    q = tl.load(q_ptr + offs_m[:, None] * D + cols[None, :])
+    m_i = tl.zeros([BLOCK], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK, D], dtype=tl.float32)
+    v_ptrs = v_ptr + rows[:, None] * D + cols[None, :]
+    offset_k = 0
+    for start_n in range(0, (start_m + 1) * BLOCK, BLOCK):
+        start_n = tl.multiple_of(start_n, BLOCK)
+        k = k_desc.load([offset_k, 0]).T
+        qk = tl.dot(q, k, input_precision="ieee")
+        if STAGE == 2:
+            mask = offs_m[:, None] >= (start_n + rows[None, :])
+            qk = qk + tl.where(mask, 0, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        qk -= m_ij[:, None]
+        p = tl.math.exp2(qk)
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p, tl.load(v_ptrs), acc * alpha[:, None], input_precision="ieee")
+        m_i = m_ij
+        v_ptrs += BLOCK * D
+        offset_k += BLOCK
+    tl.store(o_ptr + offs_m[:, None] * D + cols[None, :], acc / l_i[:, None])
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_a_tutorial_shaped_attention_loop_runs_compacted(stage):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    P, BLOCK, D = 6, 16, 16
+
+    def go():
+        q, k, v = (torch.randn(P * BLOCK, D) for _ in range(3))
+        o = torch.zeros(P * BLOCK, D)
+        desc = TensorDescriptor(k, list(k.shape), list(k.stride()), [BLOCK, D])
+        staged_attention_inner[(P,)](q, desc, v, o, P * BLOCK, D=D, BLOCK=BLOCK, STAGE=stage)
+        return (o,)
+    seq, com, _ = _three(go)
+    (rec,) = com[2]
+    assert rec.engine == "batched" and rec.fallback is None and rec.groups == 0 and com[4] >= P - 2
+    assert torch.isfinite(com[0][0]).all()
+
+
+@triton.jit
+def sum_from_a_python_zero(x_ptr, out_ptr, n_ptr, B: tl.constexpr):
+    """``total = 0.0`` before the loop, a kernel value after its first iteration: a program that ran
+    none keeps the Python number."""
+    pid = tl.program_id(0)
+    total = 0.0
+    for i in range(tl.load(n_ptr + pid)):
+        total += tl.sum(tl.load(x_ptr + i * B + tl.arange(0, B)), axis=0)
+    tl.store(out_ptr + pid, total)
+
+
+def test_a_python_number_that_becomes_a_kernel_value_in_a_compacted_loop():
+    P, B = 5, 8
+    n = torch.tensor([2, 0, 3, 1, 3], dtype=torch.int32)
+
+    def go():
+        x = torch.randn(4, B)
+        out = torch.full((P,), -1.0)
+        sum_from_a_python_zero[(P,)](x, out, n, B=B)
+        return out, x
+    seq, com, _ = _three(go)
+    out, x = com[0]
+    assert out[1].item() == 0.0 and com[4] >= 1
+    (rec,) = com[2]
+    assert rec.groups == 0

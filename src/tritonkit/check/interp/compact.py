@@ -75,6 +75,10 @@ def narrow_handle(h, idx: np.ndarray, P: int):
     Raises:
         CannotCompact: a handle with lane taints, or of a kind this does not know that is batched.
     """
+    if not isinstance(h, TensorHandle):  # a block pointer's or a descriptor's handle
+        if _holds_batched(h):
+            raise CannotCompact(f"a batched {type(h).__name__}")
+        return h
     if not getattr(h, "bat", False):
         return h
     if getattr(h, "tainted", False):
@@ -82,13 +86,11 @@ def narrow_handle(h, idx: np.ndarray, P: int):
     if isinstance(h, LazyAddresses) and h._addrs is None:
         nd = len(h.offsets.shape)
         n = LazyAddresses(_operand(np.asarray(h.base), nd, P, idx), _operand(h.offsets, nd, P, idx), h.size, h.dtype)
-    elif isinstance(h, TensorHandle):
+    else:
         data = h.data
         if data.shape[0] != P:
             raise CannotCompact("a value of another batch")
         n = TensorHandle(_sub(data, idx), h.dtype)
-    else:
-        raise CannotCompact(f"a batched {type(h).__name__}")
     n.bat = True
     n.attr = h.attr
     if getattr(h, "fmul", None) is not None:  # a product the loop may still contract with an add
@@ -96,9 +98,15 @@ def narrow_handle(h, idx: np.ndarray, P: int):
     return n
 
 
-def _holds_batched(v) -> bool:
-    return any(getattr(x, "bat", False) or getattr(getattr(x, "handle", None), "bat", False)
-               for x in getattr(v, "__dict__", {}).values())
+def _holds_batched(v, depth: int = 3) -> bool:
+    """Whether object ``v`` holds a handle with the program axis in its attributes, or theirs, or in
+    lists and tuples of them (to ``depth`` levels: a descriptor's handle's base and shape)."""
+    if getattr(v, "bat", False):
+        return True
+    if depth == 0 or isinstance(v, (np.ndarray, str, bytes, int, float)):
+        return False
+    items = v if isinstance(v, (list, tuple)) else getattr(v, "__dict__", {}).values()
+    return any(_holds_batched(x, depth - 1) for x in items)
 
 
 def narrow_value(v, idx: np.ndarray, P: int):
@@ -127,10 +135,6 @@ def narrow_value(v, idx: np.ndarray, P: int):
 UNSET = object()  # a variable not bound (yet): simt.UNSET is this object
 
 
-def _is_unset(v) -> bool:
-    return v is UNSET
-
-
 def _block_of(t: tl.tensor) -> tuple:
     ty = t.type
     return tuple(int(d) for d in ty.shape) if isinstance(ty, tl.block_type) else ()
@@ -151,10 +155,10 @@ def build(pieces: List[Tuple[np.ndarray, object]], P: int):
     first = vals[0]
     if all(v is first for v in vals) and not (isinstance(first, tl.tensor) and getattr(first.handle, "bat", False)):
         return first  # one uniform value
-    if isinstance(first, tl.tensor):
-        return _build_tensor(pieces, first, P)
-    if isinstance(first, tl.constexpr) or (isinstance(first, (int, float)) and not isinstance(first, bool)) \
-            or isinstance(first, bool):
+    tensor = next((v for v in vals if isinstance(v, tl.tensor)), None)
+    if tensor is not None:  # (a Python number before the loop, a kernel value after an iteration: 0.0 + x)
+        return _build_tensor(pieces, tensor, P)
+    if isinstance(first, (tl.constexpr, int, float)):
         return _build_scalar(pieces, vals, P)
     if isinstance(first, (tuple, list, tl.tuple)):
         items = [v.values if isinstance(v, tl.tuple) else v for v in vals]
@@ -172,8 +176,12 @@ def build(pieces: List[Tuple[np.ndarray, object]], P: int):
 def _build_tensor(pieces, first: tl.tensor, P: int) -> tl.tensor:
     block = _block_of(first)
     dtype = None
+    numbers = False
     for _, v in pieces:
         if v is UNSET:
+            continue
+        if isinstance(_number(v), (int, float)):
+            numbers = True
             continue
         if not isinstance(v, tl.tensor) or v.type != first.type or v.handle.dtype != first.handle.dtype:
             raise CannotCompact("a variable whose type changes in the loop")
@@ -186,9 +194,14 @@ def _build_tensor(pieces, first: tl.tensor, P: int) -> tl.tensor:
             dtype = d
         elif d != dtype:
             raise CannotCompact("a variable whose type changes in the loop")
+    if numbers and (dtype.kind == "u" and first.type.scalar.is_floating() or first.type.scalar.is_ptr()):
+        raise CannotCompact("a Python number and a kernel value held as bits")  # (bf16, fp8; pointers)
     out = np.zeros((P,) + block, dtype=dtype)
     for idx, v in pieces:
         if v is UNSET or idx.shape[0] == 0:
+            continue
+        if not isinstance(v, tl.tensor):
+            out[idx] = _number(v)
             continue
         d = v.handle.data
         n = idx.shape[0]
@@ -199,8 +212,13 @@ def _build_tensor(pieces, first: tl.tensor, P: int) -> tl.tensor:
     return bat_tensor(out, first.type.scalar if block else first.type)
 
 
+def _number(v):
+    """A Python number, or a constexpr's; anything else as it is."""
+    return v.value if isinstance(v, tl.constexpr) else v
+
+
 def _build_scalar(pieces, vals, P: int):
-    raw = [v.value if isinstance(v, tl.constexpr) else v for v in vals]
+    raw = [_number(v) for v in vals]
     if all(r == raw[0] and type(r) is type(raw[0]) for r in raw):
         return vals[0]
     if any(not isinstance(r, (int, float, bool)) for r in raw):
@@ -215,7 +233,7 @@ def _build_scalar(pieces, vals, P: int):
     out = np.zeros(P, dtype=np_dtype)
     for idx, v in pieces:
         if v is not UNSET:
-            out[idx] = v.value if isinstance(v, tl.constexpr) else v
+            out[idx] = _number(v)
     return bat_tensor(out, ty)
 
 
