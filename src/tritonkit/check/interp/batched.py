@@ -72,6 +72,12 @@ _SHAPED = {"create_get_program_id", "create_splat", "create_expand_dims", "creat
            "create_atomic_poll", "binary_op", "ternary_op"}
 
 
+def _mask_handle(mask):
+    """A load's or store's mask as a handle: Triton 3.6's descriptor loads and stores pass a bool
+    numpy array of the block's shape (no program axis)."""
+    return TensorHandle(mask, tl.int1) if isinstance(mask, np.ndarray) else mask
+
+
 def _with_product(h, product):
     """``h`` marked as the product ``product`` (a ``(lhs, rhs)`` pair) where it is one."""
     if product is not None and h.fmul is None:
@@ -313,6 +319,7 @@ class BatchedBuilder(CheckedBuilder):
         return h
 
     def create_masked_load(self, ptrs, mask, other, *rest, **kw):
+        mask = _mask_handle(mask)
         if self.active is None and not any(h is not None and (h.bat or h.tainted) for h in (ptrs, mask, other)):
             out = self._uniform_load(ptrs, mask, other, *rest, **kw)
             if out is not None:
@@ -344,7 +351,7 @@ class BatchedBuilder(CheckedBuilder):
         return None
 
     def create_masked_store(self, ptrs, value, mask, *rest, **kw):
-        ptrs, value, mask = self._full(ptrs, value, mask)
+        ptrs, value, mask = self._full(ptrs, value, _mask_handle(mask))
         mask = self._active_mask(mask, shape_of(ptrs))
         return super().create_masked_store(ptrs, value, mask, *rest, **kw)
 

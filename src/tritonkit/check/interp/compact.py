@@ -101,11 +101,18 @@ def narrow_handle(h, idx: np.ndarray, P: int):
 def _holds_batched(v, depth: int = 3) -> bool:
     """Whether object ``v`` holds a handle with the program axis in its attributes, or theirs, or in
     lists and tuples of them (to ``depth`` levels: a descriptor's handle's base and shape)."""
-    if getattr(v, "bat", False):
-        return True
-    if depth == 0 or isinstance(v, (np.ndarray, str, bytes, int, float)):
+    if isinstance(v, TensorHandle):
+        return bool(getattr(v, "bat", False))
+    if isinstance(v, tl.tensor):
+        return _holds_batched(v.handle, depth)
+    if depth == 0 or isinstance(v, (np.ndarray, str, bytes, int, float, type(None))):
         return False
-    items = v if isinstance(v, (list, tuple)) else getattr(v, "__dict__", {}).values()
+    if isinstance(v, tl.tuple):  # (its attribute lookup raises ValueError for a name it lacks)
+        items = v.values
+    elif isinstance(v, (list, tuple)):
+        items = v
+    else:
+        items = getattr(v, "__dict__", {}).values()
     return any(_holds_batched(x, depth - 1) for x in items)
 
 
