@@ -283,6 +283,16 @@ class _Slot:
         return build(self.pieces, P)
 
 
+def last_index(target, last: Optional[np.ndarray]):
+    """A divergent loop's index after it: ``last`` (each program's last value, int64 ``(P,)``) as an
+    int32 kernel value (int64 where a value does not fit), where the index is a kernel value or a
+    Python int; ``target`` as it is otherwise (``last`` None, a tuple target)."""
+    if last is None or not isinstance(target, (tl.tensor, int)) or isinstance(target, bool):
+        return target
+    wide = last.size and not (-2**31 <= int(last.min()) and int(last.max()) < 2**31)
+    return bat_tensor(last.astype(np.int64 if wide else np.int32), tl.int64 if wide else tl.int32)
+
+
 class Compaction:
     """The state of one compacted loop over a batch (see the module).
 
@@ -352,9 +362,7 @@ class Compaction:
         Raises:
             Divergence: see :meth:`narrow`.
         """
-        if self.last is not None and isinstance(target, (tl.tensor, int)) and not isinstance(target, bool):
-            wide = self.last.size and not (-2**31 <= int(self.last.min()) and int(self.last.max()) < 2**31)
-            target = bat_tensor(self.last.astype(np.int64 if wide else np.int32), tl.int64 if wide else tl.int32)
+        target = last_index(target, self.last)
         try:
             return tuple(s.finish(v, self.cur, self.P) for s, v in zip(self.slots, values)), target
         except CannotCompact:

@@ -37,7 +37,7 @@ from triton.runtime import interpreter as _interp
 from ..errors import Divergence
 from . import batched_ops
 from .batched import BatchedBuilder
-from .compact import UNSET, Compaction  # UNSET: a variable the loop body assigns that had no value before
+from .compact import UNSET, Compaction, last_index  # UNSET: a variable not bound (yet)
 
 #: whether divergent ``range`` loops drop finished programs from the batch (:mod:`.compact`) rather
 #: than mask them off or split the batch by trip count (the tests run both)
@@ -83,11 +83,13 @@ class _Loop:
         self.act: Optional[np.ndarray] = None
         self.compaction: Optional[Compaction] = None
         self.narrowing = False  # the body narrows its variables before this iteration (compaction)
+        self.last: Optional[np.ndarray] = None  # a masked divergent range's last index per program
 
     @property
-    def compacted(self) -> bool:
-        """Whether the loop ran compacted: its variables are widened after it (:meth:`widen`)."""
-        return self.compaction is not None and self.compaction.narrowed
+    def widens(self) -> bool:
+        """Whether the statement after the loop is to set its variables or its index (:meth:`widen`):
+        the loop ran compacted, or masked with a trip count that differed."""
+        return (self.compaction is not None and self.compaction.narrowed) or self.last is not None
 
     def narrow(self, scope: dict, names: tuple, dead: tuple) -> tuple:
         """The values of the rewritten body's variables ``names`` (in ``scope``, the function's
@@ -98,10 +100,16 @@ class _Loop:
 
     def widen(self, scope: dict, names: tuple, target: Optional[str]) -> tuple:
         """The variables ``names`` for the loop's whole batch after it, and then the loop target's
-        (``target``: its name, or None where it is not one name) (:meth:`~.compact.Compaction.widen`)."""
-        values, last = self.compaction.widen(tuple(scope.get(n, UNSET) for n in names),
-                                              scope.get(target, UNSET) if target else UNSET)
-        return values + ((last,) if target else ())
+        (``target``: its name, or None where it is not one name): see
+        :meth:`~.compact.Compaction.widen`; after a masked loop, the variables as they are and each
+        program's own last index."""
+        values = tuple(scope.get(n, UNSET) for n in names)
+        index = scope.get(target, UNSET) if target else UNSET
+        if self.compaction is not None and self.compaction.narrowed:
+            values, index = self.compaction.widen(values, index)
+        else:
+            index = last_index(index, self.last)
+        return values + ((index,) if target else ())
 
     def _set(self, act: np.ndarray) -> None:
         if self.act is None:
@@ -177,6 +185,8 @@ class _Range(_Loop):
                 yield _int(start) + k * _int(step)
             else:
                 yield batched_ops.bat_tensor((s + k * st).astype(np.int32), tl.int32)
+        if trips.max(initial=0) > 0:  # the index after the loop: each program's own last (widen)
+            self.last = s + np.maximum(trips - 1, 0) * st
         self._restore()
 
     def _compacted(self, trips: np.ndarray, s: np.ndarray, st: np.ndarray, uniform_start: bool):
@@ -438,7 +448,7 @@ def _compaction(loop: str, node: ast.For, local_names: set):
                   body=[ast.Assign(targets=[store()], value=_method(
                       loop, "narrow", [locals_call, keys, ast.Constant(tuple(_dead_on_entry(node.body, names)))]))]
                   if names else [ast.Pass()], orelse=[])
-    tail = ast.If(test=ast.Attribute(value=_name(loop), attr="compacted", ctx=ast.Load()),
+    tail = ast.If(test=ast.Attribute(value=_name(loop), attr="widens", ctx=ast.Load()),
                   body=[ast.Assign(targets=[store([target] if target else [])], value=_method(
                       loop, "widen", [locals_call, keys, ast.Constant(target)]))], orelse=[])
     return head, tail
