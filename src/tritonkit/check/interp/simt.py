@@ -434,8 +434,8 @@ def _compaction(loop: str, node: ast.For, local_names: set):
     is bound to ``UNSET`` by them."""
     targets = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
     body = ast.Module(body=node.body, type_ignores=[])
-    names = sorted((_loaded(body) | {n.id for n in ast.walk(body) if isinstance(n, ast.Name)}) & local_names
-                   - set(targets))
+    used = {n.id for n in ast.walk(body) if isinstance(n, ast.Name)}  # read or assigned in the body
+    names = sorted((used & local_names) - set(targets))
     target = targets[0] if isinstance(node.target, ast.Name) else None
     if not names and target is None:
         return ast.Pass(), ast.Pass()
