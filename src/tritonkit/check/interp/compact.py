@@ -128,7 +128,7 @@ def narrow_value(v, idx: np.ndarray, P: int):
         return v if h is v.handle else tl.tensor(h, v.type)
     if isinstance(v, _INERT) or v is UNSET:
         return v
-    if isinstance(v, (tuple, list)) and type(v) in (tuple, list):
+    if type(v) in (tuple, list):
         out = [narrow_value(x, idx, P) for x in v]
         return v if all(a is b for a, b in zip(out, v)) else type(v)(out)
     if isinstance(v, tl.tuple):
@@ -299,12 +299,13 @@ class Compaction:
     Args:
         builder: the running :class:`~.batched.BatchedBuilder`; its launch's batch is the loop's.
         trips: each program's trip count (int64 ``(P,)``).
-        last: each program's last value of the loop index (int64 ``(P,)``), or None.
+        last: each program's last value of the loop index (int64 ``(P,)``; a program with no
+            iteration: the start).
     """
 
-    def __init__(self, builder, trips: np.ndarray, last: Optional[np.ndarray] = None) -> None:
+    def __init__(self, builder, trips: np.ndarray, last: np.ndarray) -> None:
         self.builder = builder
-        self.last = last  # each program's last value of the loop target (int64 (P,)), or None
+        self.last = last
         self.launch = builder.launch
         self.batch = self.launch.batch  # the loop's batch, restored after it
         self.trips = trips

@@ -86,10 +86,14 @@ class _Loop:
         self.last: Optional[np.ndarray] = None  # a masked divergent range's last index per program
 
     @property
+    def _ran_compacted(self) -> bool:
+        return self.compaction is not None and self.compaction.narrowed
+
+    @property
     def widens(self) -> bool:
         """Whether the statement after the loop is to set its variables or its index (:meth:`widen`):
         the loop ran compacted, or masked with a trip count that differed."""
-        return (self.compaction is not None and self.compaction.narrowed) or self.last is not None
+        return self._ran_compacted or self.last is not None
 
     def narrow(self, scope: dict, names: tuple, dead: tuple) -> tuple:
         """The values of the rewritten body's variables ``names`` (in ``scope``, the function's
@@ -105,7 +109,7 @@ class _Loop:
         program's own last index."""
         values = tuple(scope.get(n, UNSET) for n in names)
         index = scope.get(target, UNSET) if target else UNSET
-        if self.compaction is not None and self.compaction.narrowed:
+        if self._ran_compacted:
             values, index = self.compaction.widen(values, index)
         else:
             index = last_index(index, self.last)
@@ -169,10 +173,11 @@ class _Range(_Loop):
             raise ValueError("range() arg 3 must not be zero")
         trips = np.maximum(0, -((s - e) // st))  # ceil((e - s) / st), for either sign of the step
         uniform_start = per[0] is None and per[2] is None
+        last = s + np.maximum(trips - 1, 0) * st  # each program's index after the loop (see widen)
         if self.outer is not None:
-            trips = np.where(self.outer, trips, 0)
+            trips = np.where(self.outer, trips, 0)  # (the index of a program off in the outer loop is not read)
         elif COMPACT:
-            yield from self._compacted(trips, s, st, uniform_start)
+            yield from self._compacted(trips, last, s, st, uniform_start)
             return
         else:
             # programs far apart in trip count: the engine runs them as groups of close counts
@@ -185,18 +190,19 @@ class _Range(_Loop):
                 yield _int(start) + k * _int(step)
             else:
                 yield batched_ops.bat_tensor((s + k * st).astype(np.int32), tl.int32)
-        if trips.max(initial=0) > 0:  # the index after the loop: each program's own last (widen)
-            self.last = s + np.maximum(trips - 1, 0) * st
+        if trips.max(initial=0) > 0:
+            self.last = last
         self._restore()
 
-    def _compacted(self, trips: np.ndarray, s: np.ndarray, st: np.ndarray, uniform_start: bool):
+    def _compacted(self, trips: np.ndarray, last: np.ndarray, s: np.ndarray, st: np.ndarray, uniform_start: bool):
         """The iterations of a divergent loop whose finished programs leave the batch (see :mod:`.compact`)."""
         start, _, step = self.bounds
-        c = self.compaction = Compaction(self.builder, trips, s + np.maximum(trips - 1, 0) * st)
+        c = self.compaction = Compaction(self.builder, trips, last)
         self.builder.launch.record.masked_loops += 1
         for k in range(int(trips.max(initial=0))):
-            if (trips[c.cur] <= k).any():
-                c.enter(c.cur[trips[c.cur] > k])
+            going = trips[c.cur] > k
+            if not going.all():
+                c.enter(c.cur[going])
                 self.narrowing = True
             if uniform_start:
                 yield _int(start) + k * _int(step)
