@@ -16,6 +16,7 @@ import triton.language as tl
 
 from tritonkit.check.engine import batched as _engine
 from tritonkit.check.engine import guard as _guard
+from tritonkit.check import forks
 from tritonkit.check.engine import shares
 
 import test_batched as tb
@@ -42,13 +43,25 @@ def always_share(monkeypatch):
         memo.clear()
 
 
+@pytest.fixture(params=[False, True], ids=["own_memory", "host_copies"])
+def host_copies(request, monkeypatch):
+    """Both ways: CPU tensors checked in their own memory, and on host copies in shared mappings as
+    GPU tensors are (every storage: the workers write them in place, see tritonkit.check.memory.host)."""
+    if request.param:
+        from tritonkit.check.launch.arguments import ArgMapper
+        from tritonkit.check.memory import host
+        monkeypatch.setattr(ArgMapper, "COPY_CPU_TENSORS", True)
+        monkeypatch.setattr(host, "SHARED_MIN_BYTES", 0)
+    return request.param
+
+
 def _work(records):
     return [[getattr(r, f) for f in WORK] for r in records]
 
 
 @pytest.mark.parametrize("module,bug", [(m, b) for m in tb.EXAMPLES for b in m.BUGS],
                          ids=[f"{m.__name__}-{b}" for m in tb.EXAMPLES for b in m.BUGS])
-def test_example_shared_out_gives_the_results_of_one_program_at_a_time(always_share, module, bug):
+def test_example_shared_out_gives_the_results_of_one_program_at_a_time(always_share, host_copies, module, bug):
     from tritonkit.check.checks import AccessMap, default_checks
     argv = ["--bug", bug]
     # workers=2 both ways: an autotuned kernel's configs go to config workers alike (see test_parallel_configs)
@@ -87,7 +100,7 @@ def scaled_rows(x, out, n_cols, scale, B: tl.constexpr):
     tl.store(out + row * n_cols + cols, v * scale, mask=cols < n_cols)
 
 
-def test_a_shared_launch_gives_outputs_findings_and_records_of_the_serial_run(always_share):
+def test_a_shared_launch_gives_outputs_findings_and_records_of_the_serial_run(always_share, host_copies, monkeypatch):
     def go():
         x = torch.randn(64, 100, generator=torch.Generator().manual_seed(1))
         x[5, 3] = float("nan")  # an assert in the first share
@@ -97,11 +110,16 @@ def test_a_shared_launch_gives_outputs_findings_and_records_of_the_serial_run(al
         return out
     seq = tb._run(go, "sequential")
     _engine._SECONDS.clear()
+    copied_in = []
+    copy_in = shares._copy_in
+    monkeypatch.setattr(shares, "_copy_in", lambda storage, *a: copied_in.append(storage) or copy_in(storage, *a))
     par = tb._run(go, "auto", workers=2, batch_memory=1 << 12)
     assert tb._same(par[0], seq[0]) and repr(par[1]) == repr(seq[1])  # (the examples quote NaN values)
     assert [f["program_ids"] for f in par[1] if f["kind"] == "assert_failed"] == [[[5], [50]]]
     (rec,) = par[2]
     assert rec.processes == 2 and rec.programs == 64 and rec.engine == "batched"
+    # the worker's bytes of `out` came back through its file, or were written in place (a shared mapping)
+    assert [s.shared for s in copied_in] == ([] if host_copies else [False])
 
 
 def test_one_worker_never_shares(always_share):
@@ -115,7 +133,7 @@ def test_one_worker_never_shares(always_share):
     assert torch.equal(par[0], torch.full((64, 100), 2.0))
 
 
-def test_programs_of_two_shares_that_depend_on_each_other_run_serially_with_the_serial_result(always_share):
+def test_programs_of_two_shares_that_depend_on_each_other_run_serially_with_the_serial_result(always_share, host_copies):
     """Without the race check, programs run in order see what earlier ones wrote: a program of the
     first share reads what one of the second writes, so the shares cannot stand for the serial
     run; the launch runs again in one process, batched, with the serial result."""
@@ -132,7 +150,7 @@ def test_programs_of_two_shares_that_depend_on_each_other_run_serially_with_the_
     assert any(_engine._UNSHARED.values())  # and the kernel is not shared out again
 
 
-def test_a_worker_that_dies_leaves_the_serial_result(always_share, monkeypatch):
+def test_a_worker_that_dies_leaves_the_serial_result(always_share, host_copies, monkeypatch):
     def dying(*args, **kwargs):
         os._exit(3)
     monkeypatch.setattr(shares, "_worker", dying)
@@ -157,7 +175,7 @@ def test_the_cost_model_shares_only_work_worth_a_fork(monkeypatch):
     assert shares.processes_for(s, seconds=10.0, written=0, programs=3) == 3  # a program per process at most
     # writing 4 GB costs more in page faults than halving 1 s of work saves
     assert shares.processes_for(s, seconds=1.0, written=4e9, programs=1000) == 1
-    monkeypatch.setattr(shares, "IN_SHARE_WORKER", True)
+    monkeypatch.setattr(forks, "IN_SHARE_WORKER", True)
     assert shares.processes_for(s, seconds=10.0, written=0, programs=1000) == 1  # never from a worker
 
 
@@ -197,7 +215,7 @@ def test_a_session_with_a_debugger_never_shares():
     assert shares.processes_for(Session(), seconds=10.0, written=0, programs=100) == 1
 
 
-def test_checks_state_of_a_shared_launch_merges_like_the_serial_run(always_share):
+def test_checks_state_of_a_shared_launch_merges_like_the_serial_run(always_share, host_copies):
     """The uninitialized-read check: what a worker wrote counts as written in this process (a later
     launch reads it without a finding), and the access map counts every share's bytes."""
     from tritonkit.check.checks import AccessMap, default_checks
@@ -270,3 +288,31 @@ def test_the_interpreters_builtin_wrappers_call_the_semantic_of_the_running_scop
     monkeypatch.setattr(_interp, "interpreter_semantic", second)
     assert wrapper(2) == 2
     assert seen[0] is first and seen[1] is second and len(seen) == 2
+
+
+def test_a_launch_shared_out_from_its_first_batch_finds_uninitialized_cells_once_in_this_process(
+        always_share, host_copies, monkeypatch, tmp_path):
+    """The second launch of a kernel is shared out before any batch ran here (its cost is known):
+    which cells are uninitialized is found before the fork, not by every worker for itself."""
+    from tritonkit.check.checks import uninitialized as un
+    refresh = un._Tracked.refresh
+    log = tmp_path / "pids"
+
+    def logged(self, *args, **kwargs):
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return refresh(self, *args, **kwargs)
+    monkeypatch.setattr(un._Tracked, "refresh", logged)
+
+    def go():
+        x = torch.randn(64, 100, generator=torch.Generator().manual_seed(4))
+        outs = []
+        for _ in range(2):
+            outs.append(torch.empty_like(x))
+            scaled_rows[(64,)](x, outs[-1], 100, 2.0, B=128)
+        return outs, x
+    par = tb._run(go, "auto", workers=2, batch_memory=1 << 12)
+    outs, x = par[0]
+    assert all(torch.equal(o, x * 2.0) for o in outs) and par[1] == []
+    assert [r.processes for r in par[2]] == [2, 2]
+    assert set(log.read_text().split()) == {str(os.getpid())}

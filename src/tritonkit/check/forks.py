@@ -19,6 +19,8 @@ from typing import Dict, Optional
 IN_WORKER_FORK = False
 #: set in a config worker: it runs its configs' launches itself, never shared out (see ..engine.shares)
 IN_WORKER = False
+#: set in a share worker (see .engine.shares): it never shares out again (and the config workers' fork hook applies)
+IN_SHARE_WORKER = False
 #: config pools whose workers run now: this process's launches meanwhile are not shared out
 POOLS_RUNNING = 0
 #: seconds without a finished config after which a worker is taken for hung (at least)
@@ -72,6 +74,13 @@ def limit_threads(threads: int):
     except ImportError:
         return contextlib.nullcontext()
     return threadpool_limits(limits=max(1, threads), user_api="blas")
+
+
+def pass_threads(session) -> int:
+    """Threads a memory-bound pass over a large array may take in this process (see
+    :func:`~.memory.host.in_parallel`): the session's workers, but 1 in a worker process or while
+    config workers run (the other processes have the other cores)."""
+    return 1 if IN_WORKER or IN_SHARE_WORKER or POOLS_RUNNING else max(1, session.workers)
 
 
 def can_fork(session) -> bool:

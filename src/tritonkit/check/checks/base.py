@@ -142,6 +142,10 @@ class Check(FindingKind):
     # --- a launch shared out between processes (see tritonkit.check.engine.shares) ----------------
     # A check whose state changes while a launch's batches run (what it registers with
     # ``launch.on_undo``) must carry those changes from a worker to the parent with these three.
+    def share_prepare(self, launch) -> None:
+        """In this process, before a launch's share workers are forked: build the per-storage state
+        each worker would otherwise build for itself (the workers inherit it)."""
+
     def share_begin(self, launch) -> None:
         """In a worker, before it runs its share: start collecting what the share changes."""
 

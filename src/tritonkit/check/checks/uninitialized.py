@@ -33,7 +33,9 @@ import numpy as np
 import torch
 
 from ..findings import Violation
+from ..forks import pass_threads
 from ..memory import element_cells, interval_cells, row_windows, runs_within
+from ..memory.host import GRAIN, huge_array, in_parallel
 from .base import Access, Check
 
 # torch dtype -> the bit pattern of the sentinel, as an unsigned integer of the element's size
@@ -69,6 +71,27 @@ def sentinel_of_type(ty) -> Optional[int]:
     return _TL_SENTINELS.get(getattr(ty, "name", ""))
 
 
+#: cells compared at a time when refreshing a storage that is partly initialized
+_REFRESH_CELLS = 1 << 22
+
+
+def _tiles(fill: np.ndarray, pattern: int, g: int) -> bool:
+    """Whether a storage whose bytes repeat ``fill`` (a length-1 unsigned array) holds the sentinel
+    ``pattern`` (of ``g`` bytes) in every cell."""
+    width = fill.dtype.itemsize
+    span = max(width, g)
+    ours = np.tile(fill.view(np.uint8), span // width)
+    theirs = np.tile(np.array([pattern], dtype=_NP_UINT[g]).view(np.uint8), span // g)
+    return bool((ours == theirs).all())
+
+
+def _all(flags: np.ndarray, threads: int) -> bool:
+    """Whether every one of ``flags`` (bool, 1-D) is set, looked at on up to ``threads`` threads."""
+    found = []
+    in_parallel(lambda lo, hi: found.append(bool(flags[lo:hi].all())), flags.shape[0], threads)
+    return all(found)
+
+
 def _to_signed(pattern: int, size: int) -> int:
     return pattern - (1 << (8 * size)) if pattern >= 1 << (8 * size - 1) else pattern
 
@@ -96,21 +119,42 @@ class _Tracked:
             self.uninit = np.ones(self.ncells, dtype=bool)
         return self.uninit
 
-    def refresh(self, buf: np.ndarray) -> None:
-        """Cells whose bytes no longer hold the sentinel were written (by PyTorch) since."""
+    def refresh(self, buf: np.ndarray, threads: int = 1, fill=False) -> None:
+        """Cells whose bytes no longer hold the sentinel were written (by PyTorch) since.
+
+        Args:
+            buf: the storage's host bytes (uint8).
+            threads: threads the pass over a large storage may be split between.
+            fill: the one value ``buf`` holds where known without reading it (a
+                :class:`~tritonkit.check.memory.host.HostCopy`'s ``fill``), else ``False``.
+        """
         if self.guard_version:
             t = self.ref() if self.ref is not None else None
             if t is None or t._version != self.version:
                 self.uninit = np.zeros(self.ncells, dtype=bool)
                 return
-        typed = buf[: self.ncells * self.g].view(_NP_UINT[self.g])
+        n, grain = self.ncells, max(1, GRAIN // self.g)
+        if self.uninit is None and fill is not False and fill is not None:
+            if not _tiles(fill, self.pattern, self.g):  # one value, not the sentinel: all written
+                self.uninit = np.zeros(n, dtype=bool)
+                return
+            self.uninit = huge_array(n, bool, threads, True)
+            return
+        typed = buf[: n * self.g].view(_NP_UINT[self.g])
         sentinel = np.array(self.pattern, dtype=_NP_UINT[self.g])
         if self.uninit is None:
-            self.uninit = typed == sentinel
+            uninit = self.uninit = huge_array(n, bool, threads)
+            in_parallel(lambda lo, hi: np.equal(typed[lo:hi], sentinel, out=uninit[lo:hi]), n, threads, grain)
             return
-        idx = np.flatnonzero(self.uninit)
-        if idx.size:
-            self.uninit[idx] = typed[idx] == sentinel
+        uninit = self.uninit
+
+        def piece(lo, hi):  # in pieces: no temporary the size of the storage
+            for a in range(lo, hi, _REFRESH_CELLS):
+                b = min(hi, a + _REFRESH_CELLS)
+                sub = uninit[a:b]
+                if sub.any():
+                    np.logical_and(sub, typed[a:b] == sentinel, out=sub)
+        in_parallel(piece, n, threads, grain)
 
     def anything_left(self) -> bool:
         return self.uninit is None or bool(self.uninit.any())
@@ -299,12 +343,19 @@ class UninitializedCheck(Check):
             return state[key]
         tr = _registry.lookup(key) if _registry is not None else None
         if tr is not None:
-            tr.refresh(storage.buf)
+            tr.refresh(storage.buf, pass_threads(launch.session), storage.fill if not storage.written else False)
             if not tr.anything_left():
                 _registry.tracked.pop(key, None)
                 tr = None
         state[key] = tr
         return tr
+
+    def share_prepare(self, launch) -> None:
+        """Which cells of the launch's tracked storages are uninitialized, found once here (see
+        :meth:`_Tracked.refresh`): not by each worker, each with a bool per cell of its own."""
+        if self._state is not None and _registry is not None and _registry.tracked:
+            for storage in launch.space.storages.values():
+                self._tracked(launch, storage)
 
     def share_merge(self, launch, state, written) -> None:
         """A worker's stores and atomics initialized the elements they wrote (as they would have here)."""
@@ -321,10 +372,20 @@ class UninitializedCheck(Check):
                 pieces = [interval_cells(first, last)]
             else:
                 pieces = [slice(a, b) for a, b in zip(first.tolist(), last.tolist())]
+            threads = pass_threads(launch.session)
             for cells in pieces:
-                old = uninit[cells].copy()
-                launch.on_undo(lambda u=uninit, c=cells, o=old: u.__setitem__(c, o))
-                uninit[cells] = False
+                was = uninit[cells]
+                if _all(was, threads):  # undone by a fill, with no copy (an output written whole, as a rule)
+                    launch.on_undo(lambda u=uninit, c=cells: u.__setitem__(c, True))
+                elif not was.any():
+                    continue
+                else:
+                    old = was.copy()
+                    launch.on_undo(lambda u=uninit, c=cells, o=old: u.__setitem__(c, o))
+                if isinstance(cells, slice):  # a view: cleared on up to ``threads`` threads
+                    in_parallel(lambda lo, hi, w=was: w[lo:hi].fill(False), was.shape[0], threads)
+                else:
+                    uninit[cells] = False
 
     def on_access(self, launch, access: Access, res) -> None:
         if res.n == 0 or _registry is None or not _registry.tracked:

@@ -24,6 +24,13 @@ again in this process, serially, with no shares: the result is always the serial
 Memory: each worker holds its own copy of the pages it writes (copy on write) and its share's
 batches, each within the batch budget, so a launch shared by ``k`` processes takes up to ``k``
 batches' memory at once plus the written bytes once more while they come back.
+
+Host copies of GPU storages in shared mappings (:mod:`..memory.host`) are the exception: the workers
+write their elements there in place, nothing of theirs comes back through a file, and the
+transaction undoes them from the value the storage held or the device's bytes
+(:meth:`~.transaction.Transaction.hold`). A launch stopped while shared out (a time limit, Ctrl-C)
+keeps there what the workers had written when they were stopped, as a GPU kernel stopped half way
+leaves its outputs half written.
 """
 from __future__ import annotations
 
@@ -50,14 +57,16 @@ from .transaction import ENGINE, WORK
 #: attention of 0.16 s, bound by Triton's front end, is not halved by halving its programs)
 SECONDS_PER_BYTE_WRITTEN = 4e-9
 SECONDS_PER_LAUNCH = 0.1
+#: what a byte written in place in a shared mapping costs, as a fraction of one written privately:
+#: the worker's first touch of the page only (measured on the GPU machine's host, 2026-11-27: a forked
+#: child wrote 268 MB of a shared mapping in 0.17 s, 0.6 ns a byte)
+SHARED_BYTE_WEIGHT = 0.15
 #: a launch is shared out only where the model says it saves this fraction of its serial time (its
 #: serial time is estimated from one batch, which may have paid first calls the others do not)
 MIN_SAVING = 0.15
 #: a specialization whose shared launch took longer than this times its estimated serial time is not
 #: shared out again (see ..engine.batched)
 UNSHARE_SLOWER = 1.0
-#: set in a share worker: it never shares out again (and the config workers' fork hook applies)
-IN_SHARE_WORKER = False
 #: the launch's work counters a worker adds to (see Transaction's WORK and ENGINE)
 _COUNTS = WORK[:4] + ENGINE
 #: interval lists longer than this are copied by cell (an index array), shorter ones by slices
@@ -82,7 +91,7 @@ def processes_for(session, seconds: float, written: float, programs: int) -> int
     :data:`SECONDS_PER_BYTE_WRITTEN`) says is fastest, 1 (no sharing) where none saves
     :data:`MIN_SAVING`, and 1 where there are no workers, no fork, a debugger, or this process is a
     worker (of configs or of shares) or runs beside config workers."""
-    if IN_SHARE_WORKER or forks.IN_WORKER or forks.POOLS_RUNNING or not forks.can_fork(session):
+    if forks.IN_SHARE_WORKER or forks.IN_WORKER or forks.POOLS_RUNNING or not forks.can_fork(session):
         return 1
     best, best_time = 1, seconds
     for k in range(2, int(min(session.workers, programs)) + 1):
@@ -92,10 +101,13 @@ def processes_for(session, seconds: float, written: float, programs: int) -> int
     return best if best_time < (1.0 - MIN_SAVING) * seconds else 1
 
 
-def written_bytes(launch, guard) -> int:
-    """Bytes of the elements ``guard`` (a :class:`~.guard.Guard`) saw written so far."""
-    _, cells = _storages(launch.space)
-    return sum(int((hi - lo).sum()) * cells[key] for key, ((lo, hi), _) in guard.footprint(cells).items())
+def written_bytes(launch, guard) -> float:
+    """Bytes of the elements ``guard`` (a :class:`~.guard.Guard`) saw written so far, those of host
+    copies in shared mappings (written in place, see :mod:`..memory.host`) weighted by
+    :data:`SHARED_BYTE_WEIGHT`."""
+    storages, cells = _storages(launch.space)
+    return sum(int((hi - lo).sum()) * cells[key] * (SHARED_BYTE_WEIGHT if storages[key].shared else 1.0)
+               for key, ((lo, hi), _) in guard.footprint(cells).items())
 
 
 def _storages(space):
@@ -125,6 +137,11 @@ def run_shared(launch, tx, run_range: Callable[[int, int], None], first: int, to
     threads = max(1, forks.available_cores() // k)
     children = {}
     try:
+        for storage in _storages(launch.space)[0].values():
+            if storage.shared:  # written in place by the workers: undone without a journal
+                tx.hold(storage)
+        for check in launch.checks:
+            check.share_prepare(launch)
         children = _fork(launch, tx, run_range, bounds, folder, threads, new_guard)
         if not whole:
             tx.guard = new_guard()
@@ -160,43 +177,57 @@ def run_shared(launch, tx, run_range: Callable[[int, int], None], first: int, to
 
 
 def _fork(launch, tx, run_range, bounds, folder, threads, new_guard) -> Dict[int, Tuple[int, int]]:
-    """Fork a worker for each share after the first; ``{share: (pid, read end of its progress pipe)}``."""
+    """Fork a worker for each share after the first; ``{share: (pid, read end of its progress pipe)}``.
+
+    The workers start their shares together, once all are forked (each waits for a byte on a pipe):
+    a fork made while earlier workers run and fault in their pages took five times as long (50 ms
+    against 10 on the GPU machine's host, 16 workers of a 2^31-element launch), and the first
+    worker forked then started the better part of a second before the last."""
     children = {}
     sys.stdout.flush()
     sys.stderr.flush()
-    for w in range(1, len(bounds) - 1):
-        r, wfd = os.pipe()
-        forks.IN_WORKER_FORK = True  # the session's fork hook leaves this child's journal alone
-        try:
-            pid = os.fork()
-        except OSError as e:
-            os.close(r)
-            os.close(wfd)
-            for pid, fd in children.values():
-                forks.kill(pid)
-                os.close(fd)
-                os.waitpid(pid, 0)
-            raise SharesDeclined(f"no worker could be forked ({e})") from None
-        finally:
-            forks.IN_WORKER_FORK = False
-        if pid == 0:
-            code = 1
+    go_r, go_w = os.pipe()
+    try:
+        for w in range(1, len(bounds) - 1):
+            r, wfd = os.pipe()
+            forks.IN_WORKER_FORK = True  # the session's fork hook leaves this child's journal alone
             try:
+                pid = os.fork()
+            except OSError as e:
                 os.close(r)
-                _worker(launch, tx, run_range, bounds[w], bounds[w + 1], os.path.join(folder, f"{w}.pickle"), wfd,
-                        threads, new_guard)
-                code = 0
+                os.close(wfd)
+                for pid, fd in children.values():
+                    forks.kill(pid)
+                    os.close(fd)
+                    os.waitpid(pid, 0)
+                raise SharesDeclined(f"no worker could be forked ({e})") from None
             finally:
-                os._exit(code)
-        os.close(wfd)
-        children[w] = (pid, r)
+                forks.IN_WORKER_FORK = False
+            if pid == 0:
+                code = 1
+                try:
+                    os.close(r)
+                    os.close(go_w)
+                    if os.read(go_r, 1) != b"g":  # this process ended or gave up before all were forked
+                        os._exit(1)
+                    os.close(go_r)
+                    _worker(launch, tx, run_range, bounds[w], bounds[w + 1], os.path.join(folder, f"{w}.pickle"),
+                            wfd, threads, new_guard)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(wfd)
+            children[w] = (pid, r)
+        os.write(go_w, b"g" * len(children))
+    finally:
+        os.close(go_r)
+        os.close(go_w)
     return children
 
 
 def _worker(launch, tx, run_range, lo: int, hi: int, path: str, progress: int, threads: int, new_guard) -> None:
     """In a worker: run the programs ``[lo, hi)`` and write what they changed to ``path``."""
-    global IN_SHARE_WORKER
-    IN_SHARE_WORKER = True
+    forks.IN_SHARE_WORKER = True
     try:
         import torch
         torch.set_num_threads(1)  # a forked OpenMP pool is not usable in the child
@@ -231,7 +262,8 @@ def _worker(launch, tx, run_range, lo: int, hi: int, path: str, progress: int, t
         with open(path + ".bytes", "wb") as f:
             for key, ((wlo, whi), _) in foot.items():
                 if wlo.shape[0]:
-                    _copy_out(storages[key], cells[key], wlo, whi, f)
+                    if not storages[key].shared:  # a shared mapping's bytes are written in place
+                        _copy_out(storages[key], cells[key], wlo, whi, f)
                     writes.append((key, cells[key], wlo, whi))
         part.update(
             footprint=foot, writes=writes, reports=tx.reports[mark.reports:], prints=tx.prints[mark.prints:],
@@ -339,9 +371,10 @@ def _merge(launch, tx, parts: List[dict], folder: str) -> None:
         with open(os.path.join(folder, f"{w}.pickle.bytes"), "rb") as f:
             for key, g, lo, hi in part["writes"]:
                 storage = storages[key]
-                _journal(space, tx, storage, g, lo, hi)
                 storage.written = True
-                _copy_in(storage, g, lo, hi, f)
+                if not storage.shared:
+                    _journal(space, tx, storage, g, lo, hi)
+                    _copy_in(storage, g, lo, hi, f)
     record = launch.record
     for part in parts:
         for n, v in part["counts"].items():

@@ -44,6 +44,10 @@ def _fill_value(buf: np.ndarray):
     return first
 
 
+#: a snapshot kept on the device: the host copy is restored from the device storage (see Transaction.hold)
+ON_DEVICE = object()
+
+
 def _counts(record, names) -> Dict:
     return {n: dict(v) if isinstance(v, dict) else v for n in names for v in (getattr(record, n),)}
 
@@ -91,7 +95,30 @@ class Transaction:
         a copy of the storage or a journal of its old bytes."""
         key = id(storage)
         if key not in self._fills:
-            self._fills[key] = _fill_value(storage.buf)
+            # a host copy written by no committed transaction (nor outside one) holds the device's
+            # bytes, whose one value (if any) the device found when it was copied (see ..memory.host)
+            self._fills[key] = storage.fill if storage.fill is not False else _fill_value(storage.buf)
+
+    def hold(self, storage) -> None:
+        """Before workers of a launch shared out write ``storage`` in place (a host copy in a shared
+        mapping, see :mod:`..memory.host`): make the transaction able to undo their writes without
+        journaling them. It keeps the one value the storage held when the transaction began or, where
+        it held more than one, restores from the device's bytes (the host copy was made from them
+        and they change only when the launch copies back). The storage's journal entries so far are
+        dropped (no :class:`Mark` may be outstanding)."""
+        key = id(storage)
+        if key in self.snapshots:
+            return
+        self._first_write(storage)
+        fill = self._fills[key]
+        self.snapshots[key] = (storage, ON_DEVICE if fill is None else fill)
+        self._journaled.pop(key, None)
+        from ..memory.space import Write
+        def kept(entries):
+            return [e for e in entries if not (isinstance(e, Write) and e.storage is storage)]
+        settled = kept(self.undo[:self._settled])
+        self.undo[:] = settled + kept(self.undo[self._settled:])
+        self._settled = len(settled)
 
     def on_access(self, launch, kind: str, res, size: int) -> None:
         """An access of the running batch (``res`` with at least one lane): the guard enters it.
@@ -169,7 +196,9 @@ class Transaction:
         self._end()
         self.rollback_to(Mark(0, 0, 0, self._start))
         for storage, snap in self.snapshots.values():
-            if snap.shape[0] == storage.nbytes:
+            if snap is ON_DEVICE:
+                storage.host_storage.copy_(storage.device_storage)
+            elif snap.shape[0] == storage.nbytes:
                 storage.buf[:] = snap
             else:  # one value (see _fill_value), repeated
                 storage.buf.view(snap.dtype)[:] = snap[0]
@@ -184,6 +213,9 @@ class Transaction:
         """
         self._end()
         self.snapshots.clear()
+        for storage in self.launch.space.storages.values():
+            if storage.written:  # for good: the value the device found is gone
+                storage.fill = False
         if self.prints:
             self.prints.sort(key=lambda r: (r[0], r[1]))
             sys.stdout.write("".join(text for _, _, text in self.prints))

@@ -17,6 +17,7 @@ from ..errors import UsageError
 from ..interp.builder import np_dtype_of
 from ..interp.numerics import from_float
 from ..memory import AddressSpace, HostStorage
+from ..memory.host import HostCopy, copy_to_host
 
 
 def _is_constexpr(param: inspect.Parameter) -> bool:
@@ -113,10 +114,20 @@ def scalar_specs(jit, pyfn) -> Dict[str, Tuple[str, bool]]:
 
 class ArgMapper:
     """Maps a launch's arguments into the address space (:meth:`convert`), and copies the storages of
-    tensors on another device back after the launch (:meth:`copy_back`)."""
+    tensors on another device back after the launch (:meth:`copy_back`).
 
-    def __init__(self, space: AddressSpace):
+    Args:
+        space: the launch's address space.
+        threads: threads that may make a large host copy's pages resident (see :mod:`..memory.host`).
+    """
+
+    #: for tests: CPU tensors' storages get host copies too, as GPU tensors' do (the CPU tensor
+    #: standing for the device's bytes), so that the GPU machine's path runs on a CPU-only machine
+    COPY_CPU_TENSORS = False
+
+    def __init__(self, space: AddressSpace, threads: int = 1):
         self.space = space
+        self.threads = threads  # that may populate a host copy (see ..memory.host)
 
     def storage(self, t: torch.Tensor) -> HostStorage:
         """The host bytes of ``t``'s storage, mapped once per launch (a host copy for a tensor on
@@ -129,7 +140,7 @@ class ArgMapper:
         key = (str(t.device), st.data_ptr())
         hs = self.space.storages.get(key)
         if hs is None:
-            if t.device.type == "cpu":
+            if t.device.type == "cpu" and not self.COPY_CPU_TENSORS:
                 host, dev = st, None
             elif t.device.type == "meta":
                 raise UsageError("a tensor on the 'meta' device has no data to check: pass real tensors")
@@ -137,11 +148,14 @@ class ArgMapper:
                 from .parallel import WORKER_HOST_STORAGES, _fresh_host
                 # in a config's worker process the GPU is out of reach: the bytes copied before the fork
                 host = _fresh_host(key) if WORKER_HOST_STORAGES is not None else None
-                host, dev = (st.cpu() if host is None else host), st
+                copy = copy_to_host(st, self.threads) if host is None else HostCopy(host, False, False)
+                host, dev, shared, fill = copy.storage, st, copy.shared, copy.fill
             nbytes = host.nbytes()
             buf_t = torch.empty(0, dtype=torch.uint8).set_(host, 0, (nbytes,), (1,))
             buf_t._tritonkit_host = True  # tritonkit's own view of the bytes: never a pointer table's tensor
             hs = HostStorage(buf=buf_t.numpy(), device_storage=dev, host_storage=host, key=key + (st.nbytes(),))
+            if dev is not None:
+                hs.shared, hs.fill = shared, fill
             self.space.storages[key] = hs
         return hs
 

@@ -16,6 +16,7 @@ from ..checks.launch_errors import KernelError, Timeout, Unsupported
 from ..engine import BatchedEngine, Engine, SequentialEngine
 from ..errors import CheckAborted, InternalError, LaunchStalled, LaunchTimeout, StaticAssertFailed, UsageError
 from ..findings import Violation
+from ..forks import pass_threads
 from ..interp.kernels import LOCK, innermost_file, innermost_kernel_frame, traceback_frames
 from ..results import LaunchRecord
 from ..triton_hooks import patched_language
@@ -88,7 +89,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
         session.end_launch(launch)
         return record
     specs = scalar_specs(jit, pyfn)
-    mapper = ArgMapper(launch.space)
+    mapper = ArgMapper(launch.space, pass_threads(session))
     launch.space.foreign = RawPointers(mapper)
     start = time.perf_counter()
     timer = _Timer(session.timeout)

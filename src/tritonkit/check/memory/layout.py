@@ -28,7 +28,10 @@ class HostStorage:
 
     ``buf`` is a writable ``uint8`` numpy array over the storage: the storage's own memory for a
     CPU tensor, a host copy for a tensor on another device (copied back after the launch if any
-    lane wrote to it).
+    lane wrote to it). ``shared``: that copy lives in a shared mapping, which workers of a launch
+    shared out write in place (see :mod:`.host`); ``fill``: the one value its bytes held when copied
+    (as :class:`~.host.HostCopy` gives it: None for more than one, ``False`` where not looked for, or
+    once a committed transaction or a write outside one changed the bytes).
     """
 
     buf: np.ndarray
@@ -36,6 +39,8 @@ class HostStorage:
     host_storage: Optional[object] = None
     written: bool = False
     key: tuple = ()  # (device, data pointer, bytes) of the torch storage
+    shared: bool = False
+    fill: object = False
     _typed: Dict[np.dtype, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property

@@ -365,6 +365,8 @@ class AddressSpace:
         self.changes += 1
         for region, sel in self._groups(res):
             region.storage.written = True
+            if self.journal is None:  # for good: the value the device found is gone (see HostStorage)
+                region.storage.fill = False
             vals = values_flat if (sel is None and res.all_lanes) else values_flat[self._lanes(res, sel)]
             span = self._span(res, sel, dtype)
             if span is not None:
@@ -406,6 +408,8 @@ class AddressSpace:
             if typed is None:
                 continue  # misaligned atomics are dropped (the bounds check reports them)
             region.storage.written = True
+            if self.journal is None:
+                region.storage.fill = False
             self._journal(region.storage, typed, idx)
             order = np.argsort(idx, kind="stable")
             sidx = idx[order]
