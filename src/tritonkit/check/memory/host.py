@@ -52,7 +52,8 @@ class HostCopy(NamedTuple):
         fill: where the storage is :data:`SHARED_MIN_BYTES` or more, the one value its bytes repeat
             (a length-1 array of the widest unsigned type that tiles them, as
             :func:`~tritonkit.check.engine.transaction._fill_value` gives) or None where they hold
-            more than one; ``False`` where not looked for.
+            more than one; ``False`` where not looked for (a smaller storage, a device without the
+            reductions it takes).
     """
 
     storage: object
@@ -225,10 +226,13 @@ def copy_to_host(st, threads: int) -> HostCopy:
     if n < SHARED_MIN_BYTES or not sys.platform.startswith("linux"):
         return HostCopy(st.cpu(), False, False)
     dev = torch.empty(0, dtype=torch.uint8, device=st.device).set_(st, 0, (n,), (1,))
-    fill = _device_fill(dev)
+    try:
+        fill = _device_fill(dev)
+    except Exception:  # a device without these reductions: copied, and scanned on the host if need be
+        fill = False
 
     def copy_in(lo, piece):  # each piece as soon as it is resident, while others populate
-        if fill is not None:  # one value (an output of torch.empty, torch.zeros): written, not copied
+        if fill is not None and fill is not False:  # one value (torch.empty's marker, torch.zeros): written
             piece.view(fill.dtype).fill(fill[0])
         else:
             torch.from_numpy(piece).copy_(dev[lo:lo + piece.shape[0]])
