@@ -141,7 +141,7 @@ class ArgMapper:
         hs = self.space.storages.get(key)
         if hs is None:
             if t.device.type == "cpu" and not self.COPY_CPU_TENSORS:
-                host, dev = st, None
+                host, dev, shared, fill = st, None, False, False
             elif t.device.type == "meta":
                 raise UsageError("a tensor on the 'meta' device has no data to check: pass real tensors")
             else:
@@ -153,9 +153,8 @@ class ArgMapper:
             nbytes = host.nbytes()
             buf_t = torch.empty(0, dtype=torch.uint8).set_(host, 0, (nbytes,), (1,))
             buf_t._tritonkit_host = True  # tritonkit's own view of the bytes: never a pointer table's tensor
-            hs = HostStorage(buf=buf_t.numpy(), device_storage=dev, host_storage=host, key=key + (st.nbytes(),))
-            if dev is not None:
-                hs.shared, hs.fill = shared, fill
+            hs = HostStorage(buf=buf_t.numpy(), device_storage=dev, host_storage=host, key=key + (st.nbytes(),),
+                             shared=shared, fill=fill)
             self.space.storages[key] = hs
         return hs
 

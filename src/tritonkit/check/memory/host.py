@@ -36,11 +36,12 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
+from .allocator import MADV_POPULATE_WRITE
+
 #: device storages of at least this many bytes get a host copy in a shared mapping (see the module)
 SHARED_MIN_BYTES = 1 << 20
 #: bytes per thread at least in a pass split between threads (:func:`in_parallel`)
 GRAIN = 64 << 20
-MADV_POPULATE_WRITE = 23  # Linux 5.14 and later; older kernels refuse it (EINVAL): pages fault in as used
 
 
 class HostCopy(NamedTuple):
@@ -170,14 +171,16 @@ class _Mapping:
             self.base = None
 
 
-def shared_buffer(nbytes: int, threads: int) -> np.ndarray:
-    """``nbytes`` of zeros in shared anonymous memory, resident, as a uint8 array (see
-    :class:`_Mapping`); forked children write it in place.
+def shared_buffer(nbytes: int, threads: int, then: Optional[Callable[[int, np.ndarray], None]] = None) -> np.ndarray:
+    """``nbytes`` in shared anonymous memory, resident, as a uint8 array of shape ``(nbytes,)``
+    (zeros, or what ``then(offset, piece)`` wrote in each piece: see :class:`_Mapping`); forked
+    children write it in place.
 
     Raises:
         OSError: no mapping could be made.
+        whatever ``then`` raises.
     """
-    return np.asarray(_Mapping(nbytes, True, threads))
+    return np.asarray(_Mapping(nbytes, True, threads, then))
 
 
 def huge_array(n: int, dtype, threads: int, value=0) -> np.ndarray:
@@ -237,7 +240,7 @@ def copy_to_host(st, threads: int) -> HostCopy:
         else:
             torch.from_numpy(piece).copy_(dev[lo:lo + piece.shape[0]])
     try:
-        host = np.asarray(_Mapping(n, True, threads, copy_in))
+        host = shared_buffer(n, threads, copy_in)
     except OSError:  # no room for a mapping: torch's own copy
         return HostCopy(st.cpu(), False, False)
     host_t = torch.from_numpy(host)  # holds the array, which holds the mapping

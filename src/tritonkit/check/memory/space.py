@@ -105,6 +105,13 @@ class AddressSpace:
                 idx = idx.astype(np.int32)  # kept until the batch settles: half the bytes
             self.journal.append(Write(storage, arr, idx, old, length))
 
+    def _written(self, storage: HostStorage) -> None:
+        """A lane is about to write ``storage``; outside a transaction for good, so the one value its
+        device found when it was copied (``HostStorage.fill``) no longer holds."""
+        storage.written = True
+        if self.journal is None:
+            storage.fill = False
+
     def region(self, slot: int) -> Optional[Region]:
         """The region mapped in ``slot`` (1-based), or None for an address in no argument's slot."""
         if 1 <= slot <= len(self.regions):
@@ -364,9 +371,7 @@ class AddressSpace:
         dtype = values_flat.dtype
         self.changes += 1
         for region, sel in self._groups(res):
-            region.storage.written = True
-            if self.journal is None:  # for good: the value the device found is gone (see HostStorage)
-                region.storage.fill = False
+            self._written(region.storage)
             vals = values_flat if (sel is None and res.all_lanes) else values_flat[self._lanes(res, sel)]
             span = self._span(res, sel, dtype)
             if span is not None:
@@ -407,9 +412,7 @@ class AddressSpace:
             typed, idx = self._index(region, res.off[pos], dtype, res.aligned)
             if typed is None:
                 continue  # misaligned atomics are dropped (the bounds check reports them)
-            region.storage.written = True
-            if self.journal is None:
-                region.storage.fill = False
+            self._written(region.storage)
             self._journal(region.storage, typed, idx)
             order = np.argsort(idx, kind="stable")
             sidx = idx[order]
