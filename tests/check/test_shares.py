@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+import tritonkit
 from tritonkit.check.engine import batched as _engine
 from tritonkit.check.engine import guard as _guard
 from tritonkit.check import forks
@@ -120,6 +121,37 @@ def test_a_shared_launch_gives_outputs_findings_and_records_of_the_serial_run(al
     assert rec.processes == 2 and rec.programs == 64 and rec.engine == "batched"
     # the worker's bytes of `out` came back through its file, or were written in place (a shared mapping)
     assert [s.shared for s in copied_in] == ([] if host_copies else [False])
+
+
+@triton.jit
+def rows_per_program_sum(x, out, n_rows, rows_per_program, B: tl.constexpr):
+    """A persistent-style kernel: each program loops over its ``rows_per_program`` rows."""
+    pid = tl.program_id(0)
+    cols = tl.arange(0, B)
+    acc = tl.zeros((B,), dtype=tl.float32)
+    for row in range(pid * rows_per_program, tl.minimum((pid + 1) * rows_per_program, n_rows)):
+        acc += tl.load(x + row * B + cols)
+    tl.store(out + pid * B + cols, acc)
+
+
+def test_a_program_cost_is_not_taken_from_a_launch_with_other_integer_arguments(monkeypatch):
+    """What a program cost is remembered per specialization *and* integer arguments: one program
+    looping over 600 rows costs what 64 programs of 2 rows do not, and the second launch, estimated
+    from the first, would be shared out (its 64 programs priced as 64 x 600 rows)."""
+    monkeypatch.setenv("TRITONKIT_CHECK_CACHE", "0")
+    for memo in (_engine._PER_PROGRAM, _engine._SECONDS, _engine._UNSHARED):
+        memo.clear()
+    x = torch.randn(600, 16)
+    with tritonkit.checking(workers=2) as s:
+        out = torch.empty(64, 16)
+        rows_per_program_sum[(1,)](x, out, 600, 600, B=16)
+        many = torch.empty(64, 16)
+        rows_per_program_sum[(64,)](x, many, 128, 2, B=16)
+    assert [r.processes for r in s.launches] == [1, 1]
+    assert torch.allclose(out[0], x.sum(0), atol=1e-4)
+    assert torch.allclose(many, x[:128].view(64, 2, 16).sum(1), atol=1e-5)
+    for memo in (_engine._PER_PROGRAM, _engine._SECONDS, _engine._UNSHARED):
+        memo.clear()
 
 
 def test_one_worker_never_shares(always_share):

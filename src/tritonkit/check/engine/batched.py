@@ -65,10 +65,10 @@ _PROBE = 4  # programs in the first batch, which measures the values' size per p
 # its values are block-shaped, so later launches of it size their first batch from this, without a probe
 _PER_PROGRAM: Dict[tuple, float] = {}
 _MAX_BATCH = 1 << 16
-# seconds a program of a specialization took and bytes it wrote (``Launch.spec_key``): whether a launch is worth sharing
+# seconds a program took and bytes it wrote, by ``Launch.work_key``: whether a launch is worth sharing
 # out between processes (see .shares) is decided from it before its first batch
 _SECONDS: Dict[tuple, Tuple[float, float]] = {}
-_UNSHARED: Dict[tuple, bool] = {}  # specializations not to share out (see _unshare)
+_UNSHARED: Dict[tuple, bool] = {}  # specializations (or work keys) not to share out (see _unshare)
 _DEBUGGER_NAMES = frozenset({"breakpoint", "set_trace"})
 _debugs: Dict[Any, bool] = {}
 
@@ -155,7 +155,7 @@ class BatchedEngine(Engine):
                         start = time.perf_counter()
                         shares.run_shared(launch, tx, run_range, first, total, k, lambda: Guard(why, precise), whole)
                         if (time.perf_counter() - start) / left > shares.UNSHARE_SLOWER * seconds[0]:
-                            _unshare(launch)  # slower than serially: one process from now on
+                            _unshare(launch, slower=True)  # slower than serially: one process from now on
                         shared = True
                         break
                 n = min(sizing["size"], total - first)
@@ -199,11 +199,12 @@ class BatchedEngine(Engine):
         return None
 
 
-def _disk_key(launch) -> Optional[str]:
-    """The key of a kernel specialization's bytes per program in the disk cache, or None where its
-    constexprs have no stable description (an object's repr with its address)."""
-    code, items = launch.spec_key
-    text = repr(items)
+def _disk_key(launch, work: bool = False) -> Optional[str]:
+    """The key of a kernel specialization's figures in the disk cache (``work``: of its launches with
+    these integer arguments, ``Launch.work_key``), or None where its constexprs have no stable
+    description (an object's repr with its address)."""
+    code, items = launch.spec_key[:2]
+    text = repr(items) + (repr(launch.work_key[2:]) if work else "")
     if " at 0x" in text:
         return None
     base = disk_cache.code_key(launch.pyfn, "batch")
@@ -222,50 +223,60 @@ def _known_per_program(launch) -> float:
 
 
 def _cost_keys(launch):
-    key = _disk_key(launch)
+    key = _disk_key(launch, work=True)
     return (None, None) if key is None else (key + "-seconds", key + "-written")
 
 
 def _unshared(launch) -> bool:
-    """Whether this launch's specialization is not to be shared out (see :func:`_unshare`)."""
-    got = _UNSHARED.get(launch.spec_key)
+    """Whether this launch is not to be shared out (see :func:`_unshare`): its specialization's shares
+    could not stand for the serial run, or a launch with its integer arguments was not faster shared."""
+    got = _UNSHARED.get(launch.spec_key) or _UNSHARED.get(launch.work_key)
     if got is None:
-        key = _disk_key(launch)
-        got = _UNSHARED[launch.spec_key] = bool(key is not None and disk_cache.load_number("batch", key + "-unshared"))
+        spec, work = _disk_key(launch), _disk_key(launch, work=True)
+        got = _UNSHARED[launch.spec_key] = bool(
+            spec is not None and disk_cache.load_number("batch", spec + "-unshared"))
+        if not got:
+            got = _UNSHARED[launch.work_key] = bool(
+                work is not None and disk_cache.load_number("batch", work + "-unshared"))
     return got
 
 
-def _unshare(launch) -> None:
-    """Share this launch's specialization out no more: its shares could not stand for the serial
-    run, or did not save time (remembered by this process and, through the disk cache, by the next)."""
-    _UNSHARED[launch.spec_key] = True
-    key = _disk_key(launch)
-    if key is not None:
-        disk_cache.store_number("batch", key + "-unshared", 1.0)
+def _unshare(launch, slower: bool = False) -> None:
+    """Share out no more this launch's specialization (its shares could not stand for the serial run)
+    or, where they only were ``slower`` than the serial run, its launches with these integer
+    arguments (a row count gives another launch another cost); remembered by this process and,
+    through the disk cache, by the next."""
+    key = launch.work_key if slower else launch.spec_key
+    _UNSHARED[key] = True
+    disk = _disk_key(launch, work=slower)
+    if disk is not None:
+        disk_cache.store_number("batch", disk + "-unshared", 1.0)
 
 
 def _known_seconds(launch) -> Optional[Tuple[float, float]]:
-    """``(seconds, bytes written)`` per program of this launch's specialization in an earlier launch
-    (of this process, else of an earlier one: the disk cache), or None."""
-    got = _SECONDS.get(launch.spec_key)
+    """``(seconds, bytes written)`` per program of this launch's specialization with its integer
+    arguments (``Launch.work_key``: a kernel looping over rows per program costs per program what its
+    arguments say) in an earlier launch (of this process, else of an earlier one: the disk cache), or
+    None."""
+    got = _SECONDS.get(launch.work_key)
     if got is None:
         keys = _cost_keys(launch)
         seconds = disk_cache.load_number("batch", keys[0])
         if seconds is not None:
-            got = _SECONDS[launch.spec_key] = (seconds, disk_cache.load_number("batch", keys[1]) or 0.0)
+            got = _SECONDS[launch.work_key] = (seconds, disk_cache.load_number("batch", keys[1]) or 0.0)
     return got
 
 
 def _note_seconds(launch, cost: Tuple[float, float]) -> Tuple[float, float]:
-    """Remember ``(seconds, bytes written)`` per program of this specialization, from a batch just run
-    (the latest measure stands, here and in the disk cache: an earlier process's first launch paid
+    """Remember ``(seconds, bytes written)`` per program of this launch's work key, from a batch just
+    run (the latest measure stands, here and in the disk cache: an earlier process's first launch paid
     first calls a later launch does not)."""
-    old = _SECONDS.get(launch.spec_key)
+    old = _SECONDS.get(launch.work_key)
     if old is None or not 0.8 < cost[0] / max(old[0], 1e-12) < 1.25:  # a new figure, not noise
         for key, value in zip(_cost_keys(launch), cost):
             if value > 0:
                 disk_cache.store_number("batch", key, value)
-    _SECONDS[launch.spec_key] = cost
+    _SECONDS[launch.work_key] = cost
     return cost
 
 

@@ -2,7 +2,8 @@
 
 The batched engine runs a launch's programs in batches, one after another (:mod:`.batched`). Where
 the programs left are worth more than a fork (an estimate from the launch's first batch, or from an
-earlier launch of the same kernel specialization: :data:`MIN_SHARE_SECONDS` per process), they are
+earlier launch of the same kernel specialization with the same integer arguments: see
+:func:`processes_for`), they are
 split into contiguous *shares*, one per process: this process runs the first share while forked
 workers run the others, each in batches as the serial run would, with a guard over its whole share.
 A worker sees the launch's memory as it was at the fork (copy on write) and sends back what its

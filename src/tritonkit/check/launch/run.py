@@ -100,6 +100,9 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
                 call_args = {n: (v if n in constexprs else mapper.convert(n, v, specs.get(n, ("", True))))
                              for n, v in bound.items()}
                 launch.spec_key = (pyfn.__code__, tuple(spec_item(v) for v in call_args.values()))
+                launch.work_key = launch.spec_key + (tuple(
+                    v for n, v in bound.items()
+                    if n not in constexprs and isinstance(v, int) and not isinstance(v, bool)),)
                 launch.builder.set_grid_dim(*dims)
                 launch.entry_frame = sys._getframe()
                 with timer:

@@ -63,6 +63,9 @@ class Launch:
         uniform_access: the batched engine is making a load once for every program of the batch.
         record: the :class:`~tritonkit.check.LaunchRecord` being filled.
         spec_key: what the compiled kernel would be specialized on (set once the arguments are bound).
+        work_key: ``spec_key`` with the values of the launch's integer scalar arguments: what a
+            program's work depends on beyond its specialization (a row count, rows per program, the
+            trip counts they give), the key of what a program cost in an earlier launch.
         entry_frame: the frame that started the programs: kernel frames are all below it.
         fp_fusion: whether the compiler would contract a float multiply and the add or subtract of
             its product into one fma (Triton's ``enable_fp_fusion``: the launch's keyword, else
@@ -87,6 +90,7 @@ class Launch:
         self._last_batch: Tuple[int, ...] = (0, 0, 0)  # the first program of the last batch run
         self.record = LaunchRecord(kernel=self.kernel, grid=grid, config=config)
         self.spec_key: tuple = ()
+        self.work_key: tuple = ()
         self.entry_frame = None
         self.fp_fusion = default_fp_fusion()
         self.found = False  # a finding was reported for this launch
