@@ -10,7 +10,9 @@ float32 ``rstd`` per row. Each run is a fresh process (``--runs`` of them, alter
 ``--plain`` is given too):
 
 * checked: the launch under ``tritonkit.checking()`` (every default check; the disk cache as it
-  is: a second run knows the kernel's cost and shares the launch out from its first batch);
+  is: a second run knows the kernel's cost and shares the launch out from its first batch); with
+  ``--gpu-above ELEMENTS``, ``checking(gpu_above=...)``: at 2^30 (``pytest --tritonkit``'s default)
+  the launch is checked on the GPU by its instrumented version (out-of-bounds and int32 overflow);
 * plain (``--plain``, GPU only): natively. (Triton's own interpreter cannot run this kernel:
   ``eps.to(tl.float32)`` on the Python float it passes raises ``AttributeError``; tritonkit types
   scalar arguments as a GPU launch does.)
@@ -29,7 +31,7 @@ machine at that size.
 Usage::
 
     python benchmarks/check_large_launch.py [--rows N] [--device cuda|cpu] [--runs 2] [--plain]
-        [--json results.json]
+        [--gpu-above ELEMENTS] [--json results.json]
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ from _machine import cpu_model  # noqa: E402
 COLS = 256
 
 
-def workload(rows: int, device: str, checked: bool) -> dict:
+def workload(rows: int, device: str, checked: bool, gpu_above: Optional[int] = None) -> dict:
     """Run the launch once in this process; its figures (see the module)."""
     import torch
     from liger_kernel.ops.rms_norm import LigerRMSNormFunction
@@ -62,7 +64,7 @@ def workload(rows: int, device: str, checked: bool) -> dict:
     start = time.perf_counter()
     if checked:
         from tritonkit.check import checking
-        with checking() as session:
+        with checking(gpu_above=gpu_above) as session:
             y = LigerRMSNormFunction.apply(x, w, 1e-6, 0.0, "llama", True, False)
             sync()
         (record,) = [r for r in session.launches if r.kernel == "_block_rms_norm_forward_kernel"]
@@ -77,7 +79,7 @@ def workload(rows: int, device: str, checked: bool) -> dict:
     return out
 
 
-def run_one(rows: int, device: str, checked: bool) -> dict:
+def run_one(rows: int, device: str, checked: bool, gpu_above: Optional[str] = None) -> dict:
     """One fresh process running :func:`workload`; its figures and its wall seconds."""
     env = dict(os.environ)
     src = os.path.join(os.path.dirname(HERE), "src")
@@ -86,6 +88,8 @@ def run_one(rows: int, device: str, checked: bool) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--workload", "--rows", str(rows), "--device", device]
     if checked:
         cmd.append("--checked")
+        if gpu_above is not None:
+            cmd += ["--gpu-above", gpu_above]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = round(time.perf_counter() - start, 1)
@@ -117,6 +121,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--device", default=None, help="cuda (default where there is one) or cpu")
     p.add_argument("--runs", type=int, default=2, help="checked runs (and plain ones with --plain)")
     p.add_argument("--plain", action="store_true", help="also run it natively (GPU only)")
+    p.add_argument("--gpu-above", metavar="ELEMENTS", default=None,
+                   help="checked runs check launches over this many elements on the GPU (e.g. 2^30; default: none)")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--workload", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--checked", action="store_true", help=argparse.SUPPRESS)
@@ -129,7 +135,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     import torch
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if a.workload:
-        print("CHECK_LARGE_LAUNCH " + json.dumps(workload(a.rows, device, a.checked)), flush=True)
+        from tritonkit.check.launch.on_gpu import parse_gpu_above
+        limit = parse_gpu_above(a.gpu_above)
+        print("CHECK_LARGE_LAUNCH " + json.dumps(workload(a.rows, device, a.checked, limit)), flush=True)
         return 0
     if a.rows % 16:
         p.error("--rows must be a multiple of 16 (the kernel's BLOCK_ROW)")
@@ -139,20 +147,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     runs = []
     for i in range(a.runs):
         for checked in ([True, False] if a.plain else [True]):
-            r = dict(run_one(a.rows, device, checked), run=i + 1, way="checked" if checked else "plain")
+            r = dict(run_one(a.rows, device, checked, a.gpu_above), run=i + 1,
+                     way="checked" if checked else "plain")
             runs.append(r)
             if "error" in r:
                 print(f"  run {i + 1} {r['way']}: failed after {r['wall_s']} s:\n{r['error']}", flush=True)
                 continue
-            extra = (f", {r['processes']} processes, {r['batches']} batches, {r['findings']} findings"
-                     if checked else "")
+            extra = (f", engine {r['engine']}, {r['processes']} processes, {r['batches']} batches, "
+                     f"{r['findings']} findings" if checked else "")
             print(f"  run {i + 1} {r['way']}: process {r['wall_s']} s, launch {r['launch_s']} s{extra}, "
                   f"last row ones {r['last_row_ones']}, peak RSS {r['peak_rss_gib']} GiB", flush=True)
     info = machine(device)
     print("# " + ", ".join(f"{k} {v}" for k, v in info.items()))
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"machine": info, "rows": a.rows, "cols": COLS, "device": device, "runs": runs}, fh, indent=1)
+            json.dump({"machine": info, "rows": a.rows, "cols": COLS, "device": device, "gpu_above": a.gpu_above,
+                       "runs": runs}, fh, indent=1)
     bad = any("error" in r or not r.get("last_row_ones") or r.get("findings") for r in runs)
     return 1 if bad else 0
 

@@ -217,6 +217,7 @@ def test_without_the_flag_the_plugin_does_nothing(suite, monkeypatch):
     (["-p", "no:xdist", "--tritonkit", "-n", "2"], "pytest-xdist, which is not installed"),
     (["--tritonkit", "--tritonkit-batch-memory", "0"], "--tritonkit-batch-memory MB: a positive number of MiB"),
     (["--tritonkit", "--tritonkit-timeout", "nan"], "--tritonkit-timeout must be a positive number"),
+    (["--tritonkit", "--tritonkit-gpu-above", "lots"], "--tritonkit-gpu-above: 'lots' is not a number of elements"),
 ])
 def test_bad_input_gets_a_clear_message(suite, args, message):
     suite.makepyfile(test_two=TESTS)
@@ -232,6 +233,7 @@ def test_the_engine_options_reach_the_check_session(suite):
         def test_options():
             s = active_session()
             assert s is not None and s.batch_memory == 8 << 20 and s.engine == "sequential"
+            assert s.gpu_above == 1 << 30  # the default: launches over 2^30 elements on CUDA tensors on the GPU
     '''))
     result, out = _run(suite, "--tritonkit", "--tritonkit-batch-memory", "8", "--tritonkit-engine", "sequential")
     result.assert_outcomes(passed=1)

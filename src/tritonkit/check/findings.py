@@ -16,7 +16,7 @@ import linecache
 import math
 import os
 import typing
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -349,6 +349,17 @@ class _Fold:
         return f
 
 
+class _Given:
+    """A finding made whole elsewhere (see :meth:`FindingLog.add_given`)."""
+
+    def __init__(self, make: Callable[[], Finding]) -> None:
+        self.make = make
+        self.index = 0
+
+    def finding(self) -> Finding:
+        return self.make()
+
+
 def _ranges(values: Sequence[int]) -> List[Tuple[int, int]]:
     out: List[Tuple[int, int]] = []
     for x in values:
@@ -444,6 +455,19 @@ class FindingLog:
             fold.index = len(self._order)
             self._order.append(fold)
         fold.add(v, launch_id)
+        self._dirty[fold.index] = None
+        return fold.index, new
+
+    def add_given(self, key: tuple, make: Callable[[], Finding]) -> Tuple[int, bool]:
+        """Record a finding made whole elsewhere (on the GPU: see :mod:`tritonkit.check.launch.on_gpu`)
+        under ``key``: ``make()`` gives it as it stands now (called again whenever it is read, so that
+        what its key gathers later is in it). Returns ``(its index, whether it is new)``."""
+        fold = self._folds.get(("given",) + key)
+        new = fold is None
+        if new:
+            fold = self._folds[("given",) + key] = _Given(make)
+            fold.index = len(self._order)
+            self._order.append(fold)
         self._dirty[fold.index] = None
         return fold.index, new
 

@@ -55,6 +55,8 @@ class CheckOptions:
         stall_polls: as :func:`tritonkit.check.checking` takes it (None: its default).
         workers: processes checking an autotuned kernel's configs at once, as
             :func:`tritonkit.check.checking` takes it (None: the cores this process may use).
+        gpu_above: launches on CUDA tensors of more elements than this are checked on the GPU, as
+            :func:`tritonkit.check.checking` takes it (None: every launch in the interpreter).
     """
 
     checks: Optional[List[str]] = None
@@ -69,6 +71,7 @@ class CheckOptions:
     outputs: str = "checked"
     stall_polls: Optional[int] = None
     workers: Optional[int] = None
+    gpu_above: Optional[int] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """Plain JSON data."""
@@ -103,7 +106,8 @@ class CheckOptions:
         """The keyword arguments of :func:`~tritonkit.check.checking` (``child``: no pdb there)."""
         return dict(checks=self.check_list(), nan=self.nan, stop_on_first=self.stop_on_first, timeout=self.timeout,
                     pdb=self.pdb and not child, engine=self.engine, batch_memory=self.batch_memory,
-                    outputs=self.outputs, stall_polls=self.stall_polls, workers=self.workers)
+                    outputs=self.outputs, stall_polls=self.stall_polls, workers=self.workers,
+                    gpu_above=self.gpu_above)
 
 
 # ------------------------------------------------------------------------------------ the environment

@@ -26,7 +26,10 @@ class LaunchRecord:
         outputs: where the launch's tensors got their results: ``"checked"`` (the interpreter's) or
             ``"gpu"`` (checked, then run natively: ``outputs="gpu"`` and no finding).
         engine: which engine ran it: ``"batched"`` (many programs per execution of the kernel's
-            body) or ``"sequential"`` (one program at a time: forced, or after ``fallback``).
+            body), ``"sequential"`` (one program at a time: forced, or after ``fallback``) or
+            ``"gpu"``: too large for the interpreter (``gpu_above``), run natively as its instrumented
+            version, checked for out-of-bounds accesses and int32 overflow only (see
+            :mod:`tritonkit.check.launch.on_gpu`); ``seconds`` is then its time on the GPU.
         fallback: why the batched engine gave the launch to the sequential one, or None.
         batches: executions of the kernel's body for a batch of programs (0 when sequential).
         groups: extra batches made where control flow diverged between programs.
@@ -139,9 +142,9 @@ def summarize(records: List[LaunchRecord], findings: List[Finding], checks: List
     """A checked run's totals (``CheckReport.summary``): ``launches``, ``programs`` run, ``accesses``
     and ``lanes`` checked, ``empty_grids``, ``seconds`` in the interpreter, ``findings_by_kind``,
     the launches ``captured`` in a CUDA graph (run natively, unchecked), the ``checks`` that ran, the
-    ``engine`` asked for, ``batched_launches``, the ``fallbacks`` (kernel,
-    grid, engine, reason of each launch that did not run batched), why the run was ``aborted`` (or
-    None) and whether it was ``interrupted`` (Ctrl-C)."""
+    ``engine`` asked for, ``batched_launches``, ``gpu_launches`` (checked on the GPU: ``gpu_above``),
+    the ``fallbacks`` (kernel, grid, engine, reason of each launch that did not run batched), why the
+    run was ``aborted`` (or None) and whether it was ``interrupted`` (Ctrl-C)."""
     by_kind: Dict[str, int] = {}
     for f in findings:
         by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
@@ -157,6 +160,7 @@ def summarize(records: List[LaunchRecord], findings: List[Finding], checks: List
         "checks": list(checks),
         "engine": engine,
         "batched_launches": sum(r.engine == "batched" for r in records),
+        "gpu_launches": sum(r.engine == "gpu" for r in records),
         "fallbacks": [{"kernel": r.kernel, "grid": list(r.grid), "engine": r.engine, "reason": r.fallback}
                       for r in records if r.fallback],
         "aborted": aborted,

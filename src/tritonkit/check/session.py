@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from typing import Dict, Iterator, List, Optional
 
@@ -63,17 +64,24 @@ class CheckSession:
             out between (:mod:`~tritonkit.check.engine.shares`); None: ``TRITONKIT_WORKERS`` if set,
             else the cores this process may use (``os.sched_getaffinity``); 1: everything in this
             process.
+        gpu_above: a launch whose tensor arguments are all on a CUDA device and hold more than this
+            many elements in all is checked on the GPU instead, by its instrumented version, for
+            out-of-bounds accesses and int32 offset overflow only, at native speed (see
+            :mod:`~tritonkit.check.launch.on_gpu`); None (the default): every launch in the
+            interpreter.
 
     Raises:
         ValueError: an unknown ``engine`` or ``outputs``, a ``batch_memory`` that is not a positive integer,
-            a ``timeout`` that is not a positive number (``inf`` means no limit), or ``workers`` (or
-            ``TRITONKIT_WORKERS``) that is not a positive integer.
+            a ``timeout`` that is not a positive number (``inf`` means no limit), ``workers`` (or
+            ``TRITONKIT_WORKERS``) that is not a positive integer, or a ``gpu_above`` that is not a
+            number of elements, 0 or more.
     """
 
     def __init__(self, checks: Optional[List[Check]] = None, stop_on_first: bool = False,
                  timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
                  batch_memory: Optional[int] = None, journal=None, outputs: str = "checked",
-                 stall_polls: int = DEFAULT_STALL_POLLS, workers: Optional[int] = None) -> None:
+                 stall_polls: int = DEFAULT_STALL_POLLS, workers: Optional[int] = None,
+                 gpu_above: Optional[int] = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if outputs not in OUTPUTS:
@@ -90,6 +98,10 @@ class CheckSession:
             raise ValueError(f"batch_memory must be a positive number of bytes, not {batch_memory!r}")
         self.engine = engine
         self.batch_memory = batch_memory
+        if gpu_above is not None and (not isinstance(gpu_above, int) or isinstance(gpu_above, bool) or gpu_above < 0):
+            raise ValueError(f"gpu_above must be a number of elements, 0 or more (or None), not {gpu_above!r}")
+        self.gpu_above = gpu_above
+        self._gpu_records: Dict[tuple, List[dict]] = {}  # the GPU's records of launches, by finding
         from .forks import resolve_workers
         self.workers = resolve_workers(workers)
         self.checks: List[Check] = default_checks(nan=nan) if checks is None else make_checks(checks)
@@ -191,6 +203,35 @@ class CheckSession:
                 self.journal.launch(record)
                 self.journal.findings(self._log, final=False)
 
+    def add_gpu_launch(self, record: LaunchRecord, found: List[dict]) -> None:
+        """A launch checked on the GPU ended (see :mod:`~tritonkit.check.launch.on_gpu`): record it, and
+        fold what its instrumented kernel recorded (``found``: the records of
+        :meth:`~tritonkit.check.gpu.runtime.Instrumenter.launch`) into the findings.
+
+        Raises:
+            CheckAborted: ``stop_on_first`` and the launch had a finding.
+        """
+        from .gpu.runtime import to_findings
+        self.launches.append(record)
+        new_found = False
+        for rec in found:
+            rec["config"] = record.config
+            for f in to_findings([rec]):
+                key = _gpu_key(f)
+                recs = self._gpu_records.setdefault(key, [])
+                if not recs or recs[-1] is not rec:
+                    recs.append(rec)
+                index, new = self._log.add_given(key, functools.partial(_gpu_finding, recs, key))
+                if new and self.journal is not None:
+                    self.journal.new_finding(index, self._log.finding(index))
+                new_found = True
+        if self.journal is not None:
+            self.journal.launch(record)
+            self.journal.findings(self._log, final=False)
+        if new_found and self.stop_on_first:
+            self.aborted = "stopped at the first finding (--stop-on-first)"
+            raise CheckAborted(self.aborted)
+
     def settle_side_journals(self, paths: List[str]) -> None:
         """The findings of the side journals at ``paths`` (config workers', the held kept config's:
         see :mod:`~tritonkit.check.launch.parallel`) were taken into this session, or dropped: the
@@ -226,6 +267,23 @@ class CheckSession:
         if self.stop_on_first and not kind_of(v.kind).aborts_launch:
             self.aborted = "stopped at the first finding (--stop-on-first)"
             raise CheckAborted(self.aborted)
+
+
+def _gpu_key(f: Finding) -> tuple:
+    """What a finding of the GPU's records is folded by across launches (as within one: see
+    :func:`~tritonkit.check.gpu.runtime.to_findings`)."""
+    return (f.kind, f.kernel, f.file, f.line, f.access, f.arg, f.reason, tuple(map(tuple, f.facts)))
+
+
+def _gpu_finding(recs: List[dict], key: tuple) -> Finding:
+    """The finding ``key`` (see :meth:`CheckSession.add_gpu_launch`) of the GPU's records ``recs``, as
+    they stand now, with the configs they ran under."""
+    from .gpu.runtime import to_findings
+    for f in to_findings(recs):
+        if _gpu_key(f) == key:
+            f.configs = list(dict.fromkeys(r["config"] for r in recs if r.get("config")))
+            return f
+    raise InternalError(f"a finding of the GPU's records is lost: {key}")  # pragma: no cover
 
 
 def _debug_at(frame, v: Violation) -> None:
@@ -270,7 +328,8 @@ def _on_stack(frame) -> bool:
 def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
              timeout: Optional[float] = None, pdb: bool = False, nan: bool = False, engine: str = "auto",
              batch_memory: Optional[int] = None, journal=None, outputs: str = "checked",
-             stall_polls: Optional[int] = None, workers: Optional[int] = None) -> Iterator[CheckSession]:
+             stall_polls: Optional[int] = None, workers: Optional[int] = None,
+             gpu_above: Optional[int] = None) -> Iterator[CheckSession]:
     """Check every Triton kernel launched inside the ``with`` block on the CPU.
 
     Every ``@triton.jit`` launch (plain, through ``@triton.autotune`` or ``@triton.heuristics``)
@@ -298,6 +357,11 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
             launch's programs are shared out between (see :mod:`tritonkit.check.engine.shares`; None:
             as many as the cores this process may use, or ``TRITONKIT_WORKERS``; 1: everything in
             this process).
+        gpu_above: a launch whose tensor arguments are all on a CUDA device and hold more than this
+            many elements in all is checked on the GPU instead, by its instrumented version, for
+            out-of-bounds accesses and int32 offset overflow only, at native speed (see
+            :mod:`~tritonkit.check.launch.on_gpu`); None (the default): every launch in the
+            interpreter.
 
     Yields:
         the :class:`CheckSession`; read ``session.findings`` after the block.
@@ -305,7 +369,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
     Raises:
         RuntimeError: if a session is already active (sessions do not nest).
         ValueError: an unknown check kind in ``checks``, an unknown ``engine`` or ``outputs``, a bad
-            ``batch_memory`` or ``workers``, or an unknown device model in ``TRITONKIT_DEVICE_MODEL``.
+            ``batch_memory``, ``workers`` or ``gpu_above``, or an unknown device model in ``TRITONKIT_DEVICE_MODEL``.
         CheckAborted: out of the block, when a kernel could not finish or ``stop_on_first`` fired;
             the reason is in ``session.findings``.
 
@@ -320,7 +384,7 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
     session = CheckSession(checks=checks, stop_on_first=stop_on_first, timeout=timeout, pdb=pdb, nan=nan,
                            engine=engine, batch_memory=batch_memory, journal=journal, outputs=outputs,
                            stall_polls=DEFAULT_STALL_POLLS if stall_polls is None else stall_polls,
-                           workers=workers)
+                           workers=workers, gpu_above=gpu_above)
     activate(session)
     started: List[Check] = []
     keep_freed_memory()

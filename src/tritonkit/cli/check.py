@@ -71,6 +71,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     c.add_argument("--outputs", choices=("checked", "gpu"), default="checked",
                    help="where a launch on CUDA tensors gets its results: checked (default: the interpreter's) or "
                         "gpu (checked, then run natively when it had no finding: the program sees the GPU's results)")
+    c.add_argument("--gpu-above", metavar="ELEMENTS", default="off",
+                   help="a launch whose tensor arguments are all on a CUDA device and hold more than this many "
+                        "elements in all is checked on the GPU instead, at native speed, by its instrumented version "
+                        "(as --gpu): out-of-bounds accesses and int32 overflow only (e.g. 2^30; default off: every "
+                        "launch in the interpreter)")
     c.add_argument("--stall-polls", type=int, metavar="N", default=None,
                    help="stop a program that makes the same load or atomic at the same addresses N times in a row "
                         "while nothing writes to memory (it waits for another program: a spin on a flag), with a "
@@ -129,11 +134,16 @@ def _options(args):
         raise BadUsage("--stall-polls N: a number of polls, 0 (never stop) or more")
     if args.workers is not None and args.workers < 1:
         raise BadUsage("--workers N: a number of processes, 1 or more")
+    from ..check.launch.on_gpu import parse_gpu_above
+    try:
+        gpu_above = parse_gpu_above(args.gpu_above)
+    except ValueError as e:
+        raise BadUsage(f"--gpu-above: {e}") from None
     return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=timeout,
                         pdb=args.pdb, engine=args.engine,
                         batch_memory=args.batch_memory << 20 if args.batch_memory else None,
                         access_maps=args.access_maps, children=not args.no_children, outputs=args.outputs,
-                        stall_polls=args.stall_polls, workers=args.workers)
+                        stall_polls=args.stall_polls, workers=args.workers, gpu_above=gpu_above)
 
 
 def _list_checks() -> int:
@@ -202,8 +212,8 @@ def _run_gpu(args, target, json_path: Optional[str]) -> int:
         BadUsage: options of the CPU check, no GPU, no ``compute-sanitizer`` (``sanitizer``).
     """
     given = [o for o in _CPU_ONLY if getattr(args, o[2:].replace("-", "_"), None) not in (None, False, 0)]
-    given += [o for o, default in (("--engine", "auto"), ("--outputs", "checked"))
-              if getattr(args, o[2:]) != default]
+    given += [o for o, default in (("--engine", "auto"), ("--outputs", "checked"), ("--gpu-above", "off"))
+              if getattr(args, o[2:].replace("-", "_")) != default]
     if given:
         raise BadUsage(f"--gpu runs no interpreter: drop {', '.join(given)}")
     from ..check.gpu import runtime, sanitizer

@@ -14,7 +14,9 @@ tests and the findings travel with the test reports, so the summary and JSON are
 crashes leaves its findings in its journal, which the controller reads.
 
 Options: ``--tritonkit[=KINDS]``, ``--tritonkit-json FILE``, ``--tritonkit-nan``,
-``--tritonkit-no-children``, ``--tritonkit-engine {auto,sequential}``, ``--tritonkit-timeout S``.
+``--tritonkit-no-children``, ``--tritonkit-engine {auto,sequential}``, ``--tritonkit-timeout S``,
+``--tritonkit-outputs {gpu,checked}``, ``--tritonkit-gpu-above ELEMENTS``, ``--tritonkit-stall-polls N``,
+``--tritonkit-batch-memory MB``.
 Markers: ``@pytest.mark.tritonkit(checks=[...] or "a,b", nan=bool)`` and
 ``@pytest.mark.tritonkit_off``.
 """
@@ -50,6 +52,10 @@ def pytest_addoption(parser) -> None:
                 help="with --tritonkit: where a launch on CUDA tensors gets its results: gpu (default: checked in "
                      "the interpreter, then run natively, so tests see the GPU's results; a launch with findings "
                      "keeps the interpreter's) or checked (the interpreter's results)")
+    g.addoption("--tritonkit-gpu-above", metavar="ELEMENTS", default="2^30",
+                help="with --tritonkit: a launch whose tensor arguments are all on a CUDA device and hold more than "
+                     "this many elements in all is checked on the GPU instead, at native speed, for out-of-bounds "
+                     "accesses and int32 overflow only (default 2^30; off: every launch in the interpreter)")
     g.addoption("--tritonkit-stall-polls", type=int, metavar="N", default=None,
                 help="with --tritonkit: stop a program that polls one address N times while nothing writes "
                      "(default 100000, 0 never)")

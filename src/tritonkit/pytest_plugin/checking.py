@@ -30,7 +30,8 @@ from .options import REPORT_ATTR, marker_options
 
 _RUN_DIR_KEY = "tritonkit_run_dir"
 _BEFORE_KEY = "tritonkit_env_before"
-_SUMMED = ("launches", "programs", "accesses", "lanes", "empty_grids", "captured", "seconds", "batched_launches")
+_SUMMED = ("launches", "programs", "accesses", "lanes", "empty_grids", "captured", "seconds", "batched_launches",
+           "gpu_launches")
 _MAX_FALLBACKS = 20
 _SHOWN_TESTS = 30
 
@@ -422,6 +423,10 @@ def summary_lines(tests: Dict[str, TestResult], verbose: bool = False) -> List[s
              f"{'es' if launches != 1 else ''} of {len(kernels)} kernel{'s' if len(kernels) != 1 else ''}; "
              + (f"{found} finding{'s' if found != 1 else ''} (" + ", ".join(f"{n} {k}" for k, n in by_kind.items())
                 + f") in {len(bad)} test{'s' if len(bad) != 1 else ''}" if found else "no findings")]
+    on_gpu = sum(t.summary.get("gpu_launches", 0) for t in tests.values())
+    if on_gpu:
+        lines.append(f"{on_gpu} launch{'es' if on_gpu != 1 else ''} larger than --tritonkit-gpu-above checked on the "
+                     "GPU instead: out-of-bounds accesses and int32 overflow only")
     shown = [n for n, t in tests.items() if t.findings or (verbose and t.summary.get("launches"))]
     if not shown:
         return lines

@@ -39,7 +39,8 @@ def options_from(config):
     """The run's :class:`~tritonkit.check.process.CheckOptions` from the command line.
 
     Raises:
-        pytest.UsageError: an unknown check in ``--tritonkit=KINDS``; a non-positive timeout or batch memory.
+        pytest.UsageError: an unknown check in ``--tritonkit=KINDS``; a non-positive timeout or batch memory;
+            a ``--tritonkit-gpu-above`` that is not a number of elements or ``off``.
     """
     from ..check.errors import launch_timeout
     from ..check.process import CheckOptions
@@ -59,12 +60,17 @@ def options_from(config):
     batch = config.getoption("tritonkit_batch_memory")
     if batch is not None and batch <= 0:
         raise pytest.UsageError("--tritonkit-batch-memory MB: a positive number of MiB")
+    from ..check.launch.on_gpu import parse_gpu_above
+    try:
+        gpu_above = parse_gpu_above(config.getoption("tritonkit_gpu_above"))
+    except ValueError as e:
+        raise pytest.UsageError(f"--tritonkit-gpu-above: {e}") from None
     return CheckOptions(checks=kinds, nan=bool(config.getoption("tritonkit_nan")),
                         engine=config.getoption("tritonkit_engine"), timeout=timeout,
                         batch_memory=batch << 20 if batch else None,
                         children=not config.getoption("tritonkit_no_children"),
                         outputs=config.getoption("tritonkit_outputs"),
-                        stall_polls=_stall_polls(config))
+                        stall_polls=_stall_polls(config), gpu_above=gpu_above)
 
 
 def marker_options(item, base) -> Optional[Any]:

@@ -146,6 +146,10 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
         n, batched = summary["launches"], summary.get("batched_launches", 0)
         parts.append(Text(f"engine: {summary['engine']}; {batched} of {n} launch{'es' if n != 1 else ''} "
                           "ran fully batched", style="dim"))
+    if summary.get("gpu_launches"):
+        n = summary["gpu_launches"]
+        parts.append(Text(f"{n} launch{'es' if n != 1 else ''} larger than --gpu-above checked on the GPU instead: "
+                          "out-of-bounds accesses and int32 overflow only", style="yellow"))
     gpu = summary.get("gpu")
     if gpu and gpu.get("mode") == "sanitizer":
         shown = gpu.get("memcheck_errors_shown", 0)

@@ -15,7 +15,7 @@ import json
 import linecache
 import os
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import device
 from .instrument import REPLAY
@@ -37,6 +37,126 @@ def _is_cuda_tensor(v) -> bool:
     return hasattr(v, "untyped_storage") and getattr(getattr(v, "device", None), "type", None) == "cuda"
 
 
+class Instrumenter:
+    """Runs launches of ``@triton.jit`` kernels instrumented (see :mod:`.instrument`) and reads what
+    they recorded. One per process and use: it keeps the instrumented kernels (once per kernel and
+    set of tensor arguments) and one record buffer per device.
+
+    Args:
+        original: Triton's own ``JITFunction.run`` (not a patched one).
+        unchecked: called with ``(kernel, why)`` for what a launch leaves unchecked, at most once per
+            kernel and reason.
+    """
+
+    def __init__(self, original, unchecked: Callable[[object, str], None]) -> None:
+        self.original = original
+        self._unchecked = unchecked
+        self._cache: Dict[tuple, tuple] = {}
+        self._buffers: Dict[object, object] = {}
+
+    def prepare(self, fn, named: Dict[str, object]):
+        """The instrumented version of the ``JITFunction`` ``fn`` for these arguments (``named``: the
+        launch's arguments by parameter name) and its cache key, or ``(None, key)`` where there is
+        none (no CUDA tensor argument, a source that cannot be rewritten, one that did not compile
+        before: said through ``unchecked``)."""
+        tensors = frozenset(k for k, v in named.items() if _is_cuda_tensor(v))
+        from .instrument import is_descriptor
+        descriptors = frozenset((k, len(v.shape)) for k, v in named.items()
+                                if is_descriptor(v) and _is_cuda_tensor(v.base))
+        absent = frozenset(k for k, v in named.items() if v is None)
+        key = (id(fn), tensors, absent, descriptors)
+        if not tensors and not descriptors:
+            return None, key
+        got = self._cache.get(key)
+        if got is not None:
+            return got[1] or None, key
+        try:
+            from .instrument import instrumented
+            inst = instrumented(fn, tensors, absent, descriptors)
+        except Exception as e:  # the launch still runs, unchecked, and the report says so
+            inst = False
+            self._unchecked(fn, f"its source could not be instrumented ({type(e).__name__}: {e})")
+        if inst and inst.no_overflow:
+            self._unchecked(fn, f"the offsets of the accesses at lines {', '.join(str(n) for n in inst.no_overflow)} "
+                                "could not be computed again in int64 (a load or a pointer cast inside them): their "
+                                "bounds are checked from the addresses, their int32 overflow is not checked")
+        if inst and inst.skipped:
+            self._unchecked(fn, f"the accesses at lines {', '.join(str(n) for n in sorted(set(inst.skipped)))} "
+                                "have no single tensor argument their pointer derives from (block pointers, tensor "
+                                "descriptors, pointers from helpers): not checked")
+        self._cache[key] = (fn, inst)  # keeps fn alive, so its id is not reused
+        return inst or None, key
+
+    @staticmethod
+    def partial_views(inst, named: Dict[str, object]) -> List[str]:
+        """The tensor arguments whose views have more gaps than the check tells apart (or overlapping
+        elements): their accesses are checked against the view's extent and outer gaps only."""
+        from .instrument import root_tensor, view_layout
+        return [r for r in inst.roots if not view_layout(root_tensor(named[r]))[2]]
+
+    def launch(self, fn, inst, key, named: Dict[str, object], args, kwargs, grid,
+               keep: Callable[[dict], None]) -> Tuple[Any, bool]:
+        """Run the launch ``fn[grid](*args, **kwargs)`` as ``inst`` (from :meth:`prepare`), replayed
+        with its writes skipped where lanes counted in a loop offended; where lanes offended, call
+        ``keep`` with the launch's record (what ``tritonkit check --gpu`` writes per launch: kernel,
+        sites, tensors, records, grid, ...), even where the replay raises. Returns ``(what the launch
+        returned, whether lanes offended)``. Waits for the launch (one synchronization).
+
+        Raises:
+            triton.compiler.errors.CompilationError: the instrumented version does not compile
+                (raised before anything ran; :meth:`prepare` gives None for it from now on).
+        """
+        import torch
+        from triton.compiler.errors import CompilationError
+
+        from .instrument import extra_arguments, root_tensor
+        tensors = sorted(key[1])
+        first = named[tensors[0]] if tensors else named[sorted(key[3])[0][0]].base
+        rec = self._buffers.get(first.device)
+        if rec is None:  # one record buffer per device, zeroed once; take_records zeroes what it read
+            # between 2 MiB on either side: a write running past a tensor of the script's (an unchecked
+            # access's) meets the padding before it meets the records
+            size, pad = device.HEADER + CAPACITY * device.RECORD, PADDING // 8
+            whole = torch.zeros(pad + size + pad, dtype=torch.int64, device=first.device)
+            rec = self._buffers[first.device] = whole[pad:pad + size]
+        extra = extra_arguments(inst, named, rec, CAPACITY)
+        try:
+            out = self.original(inst.jit, *args, grid=grid, warmup=False, **kwargs, **extra)
+        except CompilationError:
+            self._cache[key] = (fn, False)
+            raise
+        count, rows, cells = take_records(rec, CAPACITY)
+        counted, stray = split_counters(cells, inst.sites)
+        if stray:
+            self._unchecked(fn, "an access tritonkit did not check wrote into its record buffer's counters: "
+                                "they were left out")
+        replayed = False
+        try:
+            if counted:  # counted sites (in loops) offended: a replay, writes skipped, makes their records
+                extra[REPLAY] = 1
+                try:
+                    self.original(inst.jit, *args, grid=grid, warmup=False, **kwargs, **extra)
+                except CompilationError as e:  # the first run's counts are reported, without programs
+                    self._unchecked(fn, "its replay (which finds the programs of lanes counted in loops) did not "
+                                        f"compile ({str(e).strip().splitlines()[-1][:300]})")
+                else:
+                    more, again, _ = take_records(rec, CAPACITY)
+                    rows += [r for r in again if r[0] in counted]
+                    count += more
+                    replayed = True
+        finally:  # kept before anything the replay raises goes on: the first run's findings stand
+            if rows or counted:
+                meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
+                keep({"t": "launch", "kernel": fn.__name__, "file": inst.file, "count": count,
+                         "sites": {str(k): [s.line, s.access, s.arg, s.ptr_line, s.masked]
+                                   for k, s in inst.sites.items()},
+                         "tensors": {s.arg: describe_tensor(s.arg, root_tensor(named[s.root]))
+                                     for s in inst.sites.values()},
+                         "records": rows, "meta": meta, "grid": launch_grid(grid, named),
+                      "counted": {str(k): n for k, n in counted.items()}, "replayed": replayed})
+        return out, bool(rows or counted)
+
+
 def install(path: str) -> None:
     """Instrument every launch of this process from now on; records go to ``path``.
 
@@ -50,8 +170,6 @@ def install(path: str) -> None:
         return
     fh = open(path, "a", encoding="utf-8")
     original = _jit.JITFunction.run
-    cache: Dict[tuple, object] = {}
-    buffers: Dict[object, object] = {}
     told: set = set()
     clean: Dict[str, int] = {}  # launches without a record, by kernel: written at most once a second
     last = [time.monotonic()]
@@ -72,97 +190,34 @@ def install(path: str) -> None:
             told.add(key)
             write({"t": "unchecked", "kernel": getattr(fn, "__name__", "kernel"), "why": why})
 
+    instrumenter = Instrumenter(original, unchecked)
+
     def run(self, *args, grid, warmup, **kwargs):
         if warmup or getattr(self, "_tritonkit_instrumented", False):
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         named = dict(zip(self.arg_names, args))
         named.update(kwargs)
-        tensors = frozenset(k for k, v in named.items() if _is_cuda_tensor(v))
-        from .instrument import is_descriptor
-        descriptors = frozenset((k, len(v.shape)) for k, v in named.items()
-                                if is_descriptor(v) and _is_cuda_tensor(v.base))
-        if not tensors and not descriptors:
-            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        import torch
-        if torch.cuda.is_current_stream_capturing():
-            unchecked(self, "launched while a CUDA graph was captured")
-            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        absent = frozenset(k for k, v in named.items() if v is None)
-        key = (id(self), tensors, absent, descriptors)
-        inst = cache.get(key)
+        if any(_is_cuda_tensor(v) or _is_cuda_tensor(getattr(v, "base", None)) for v in named.values()):
+            import torch
+            if torch.cuda.is_current_stream_capturing():
+                unchecked(self, "launched while a CUDA graph was captured")
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        inst, key = instrumenter.prepare(self, named)
         if inst is None:
-            try:
-                from .instrument import instrumented
-                inst = instrumented(self, tensors, absent, descriptors)
-            except Exception as e:  # the launch still runs, unchecked, and the report says so
-                inst = False
-                unchecked(self, f"its source could not be instrumented ({type(e).__name__}: {e})")
-            if inst and inst.no_overflow:
-                unchecked(self, f"the offsets of the accesses at lines {', '.join(str(n) for n in inst.no_overflow)} "
-                                "could not be computed again in int64 (a load or a pointer cast inside them): their "
-                                "bounds are checked from the addresses, their int32 overflow is not checked")
-            if inst and inst.skipped:
-                unchecked(self, f"the accesses at lines {', '.join(str(n) for n in sorted(set(inst.skipped)))} "
-                                "have no single tensor argument their pointer derives from (block pointers, tensor "
-                                "descriptors, pointers from helpers): not checked")
-            cache[key] = (self, inst)  # keeps self alive, so its id is not reused
-        else:
-            inst = inst[1]
-        if inst is False:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        first = named[next(iter(sorted(tensors)))] if tensors else named[next(iter(sorted(descriptors)))[0]].base
-        rec = buffers.get(first.device)
-        if rec is None:  # one record buffer per device, zeroed once; take_records zeroes what it read
-            # between 2 MiB on either side: a write running past a tensor of the script's (an unchecked
-            # access's) meets the padding before it meets the records
-            size, pad = device.HEADER + CAPACITY * device.RECORD, PADDING // 8
-            whole = torch.zeros(pad + size + pad, dtype=torch.int64, device=first.device)
-            rec = buffers[first.device] = whole[pad:pad + size]
-        from .instrument import extra_arguments, root_tensor, view_layout
-        extra = extra_arguments(inst, named, rec, CAPACITY)
-        partial = [r for r in inst.roots if not view_layout(root_tensor(named[r]))[2]]
+        partial = Instrumenter.partial_views(inst, named)
         if partial:
-            unchecked(self, f"the views of {', '.join(partial)} have more gaps than the check tells apart (or "
-                            "overlapping elements): accesses through them are checked against the view's extent "
-                            "and outer gaps only")
+            unchecked(self, f"the views of {', '.join(partial)} have more gaps than "
+                            "the check tells apart (or overlapping elements): accesses through them are checked "
+                            "against the view's extent and outer gaps only")
         try:
-            out = original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
+            out, found = instrumenter.launch(self, inst, key, named, args, kwargs, grid, keep=write)
         except CompilationError as e:  # raised before anything ran: the kernel runs as written, unchecked
-            cache[key] = (self, False)
             unchecked(self, f"its instrumented version did not compile ({str(e).strip().splitlines()[-1][:300]})")
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        count, rows, cells = take_records(rec, CAPACITY)
-        counted, stray = split_counters(cells, inst.sites)
-        if stray:
-            unchecked(self, "an access tritonkit did not check wrote into its record buffer's counters: "
-                            "they were left out")
-        replayed = False
-        try:
-            if counted:  # counted sites (in loops) offended: a replay, writes skipped, makes their records
-                extra[REPLAY] = 1
-                try:
-                    original(inst.jit, *args, grid=grid, warmup=warmup, **kwargs, **extra)
-                except CompilationError as e:  # the first run's counts are reported, without programs
-                    unchecked(self, "its replay (which finds the programs of lanes counted in loops) did not compile "
-                                    f"({str(e).strip().splitlines()[-1][:300]})")
-                else:
-                    more, again, _ = take_records(rec, CAPACITY)
-                    rows += [r for r in again if r[0] in counted]
-                    count += more
-                    replayed = True
-        finally:  # written before anything the replay raises goes on: the first run's findings are kept
-            if rows or counted:
-                meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
-                write({"t": "launch", "kernel": self.__name__, "file": inst.file, "count": count,
-                       "sites": {str(k): [s.line, s.access, s.arg, s.ptr_line, s.masked]
-                                 for k, s in inst.sites.items()},
-                       "tensors": {s.arg: describe_tensor(s.arg, root_tensor(named[s.root]))
-                                   for s in inst.sites.values()},
-                       "records": rows, "meta": meta, "grid": launch_grid(grid, named),
-                       "counted": {str(k): n for k, n in counted.items()}, "replayed": replayed})
-            else:
-                clean[self.__name__] = clean.get(self.__name__, 0) + 1
-                write_clean()
+        if not found:
+            clean[self.__name__] = clean.get(self.__name__, 0) + 1
+            write_clean()
         return out
 
     try:

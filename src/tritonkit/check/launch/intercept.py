@@ -7,6 +7,7 @@ Patched (and restored when the session ends):
   but a launch while a CUDA graph is being captured runs natively, unchecked and recorded as
   ``captured`` (the graph runs it at replay, and tensors cannot be read during a capture); with
   ``outputs="gpu"``, a launch on CUDA tensors is then also run natively when it had no finding;
+  with ``gpu_above``, a launch larger than that runs natively, instrumented (see :mod:`.on_gpu`);
 * ``JITFunction.__call__`` and ``InterpretedFunction.__call__``: a ``@triton.jit`` device function
   called from a kernel body runs as interpreted Python (its lines are placed in findings too);
 * ``Autotuner.run``: the kernel is checked under every config once per distinct key, instead of
@@ -34,6 +35,7 @@ from ..triton_hooks import autotuning
 from . import cpu_driver
 from .active import active_session
 from .autotune import checked_autotune, current_config
+from .on_gpu import run_on_gpu
 from .run import record_captured, run_launch
 
 _saved: List[tuple] = []
@@ -45,6 +47,9 @@ def _checked_run(self, *args, grid, warmup=False, **kwargs):
     if _capturing():
         return _captured_run(self, args, kwargs, grid)
     session = active_session()
+    if session.gpu_above is not None and not autotuning.get() and \
+            run_on_gpu(session, self, args, kwargs, grid, _original(_jit.JITFunction, "run"), current_config()):
+        return None  # too large for the interpreter: checked on the GPU (see .on_gpu)
     # a config tried and undone by the checked autotuner needs no native run: only the kept one does
     native = _native_launch(self, args, kwargs, grid) if session.outputs == "gpu" and not autotuning.get() else None
     run_launch(session, self.fn, args, kwargs, grid, config=current_config(), jit=self, native=native)
