@@ -130,6 +130,21 @@ def test_a_launch_over_the_limit_is_checked_on_the_gpu_and_its_records_are_findi
     assert [r.engine for r in got.launch_records] == ["gpu"] * 3
 
 
+def test_a_finding_made_again_and_again_keeps_a_bounded_number_of_records(stand_in, monkeypatch):
+    """Past the records kept per finding, a launch adds its lanes and its launch only."""
+    from tritonkit.check import session as session_module
+    monkeypatch.setattr(session_module, "_GPU_RECORDS_KEPT", 2)
+    stand_in(_complete(), [_record(p, 1000, 1001 + p) for p in range(5)])
+    x, y = torch.arange(100.0), torch.zeros(100)
+    with tritonkit.checking(gpu_above=10) as s:
+        for _ in range(5):
+            copy_past_end[(4,)](x, y, 100, BLOCK=32)
+    (f,) = s.findings
+    assert (f.count, f.launches) == (sum(p + 2 for p in range(5)), 5)
+    assert f.program_ids == [[0], [1]] and "15 more lanes in 3 later launches" in f.message
+    assert [len(v) for v in s._gpu_records.values()] == [2]
+
+
 def test_a_launch_the_gpu_cannot_check_fully_goes_to_the_interpreter(stand_in):
     """Accesses the instrumented kernel leaves unchecked, offsets it cannot compute again, views it
     cannot tell apart: the interpreter checks the launch instead."""

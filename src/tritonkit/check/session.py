@@ -102,6 +102,7 @@ class CheckSession:
             raise ValueError(f"gpu_above must be a number of elements, 0 or more (or None), not {gpu_above!r}")
         self.gpu_above = gpu_above
         self._gpu_records: Dict[tuple, List[dict]] = {}  # the GPU's records of launches, by finding
+        self._gpu_more: Dict[tuple, List[int]] = {}  # [lanes, launches] of the records past the kept ones
         from .forks import resolve_workers
         self.workers = resolve_workers(workers)
         self.checks: List[Check] = default_checks(nan=nan) if checks is None else make_checks(checks)
@@ -219,9 +220,15 @@ class CheckSession:
             for f in to_findings([rec]):
                 key = _gpu_key(f)
                 recs = self._gpu_records.setdefault(key, [])
-                if not recs or recs[-1] is not rec:
+                more = self._gpu_more.setdefault(key, [0, 0])
+                if recs and recs[-1] is rec:
+                    pass
+                elif len(recs) < _GPU_RECORDS_KEPT:
                     recs.append(rec)
-                index, new = self._log.add_given(key, functools.partial(_gpu_finding, recs, key))
+                else:  # a launch made again and again: its lanes and launches counted, its records dropped
+                    more[0] += f.count
+                    more[1] += 1
+                index, new = self._log.add_given(key, functools.partial(_gpu_finding, recs, key, more))
                 if new and self.journal is not None:
                     self.journal.new_finding(index, self._log.finding(index))
                 new_found = True
@@ -275,13 +282,24 @@ def _gpu_key(f: Finding) -> tuple:
     return (f.kind, f.kernel, f.file, f.line, f.access, f.arg, f.reason, tuple(map(tuple, f.facts)))
 
 
-def _gpu_finding(recs: List[dict], key: tuple) -> Finding:
+#: launches' records kept per finding checked on the GPU; later ones add their lanes and launch count only
+#: (a buggy kernel launched in a loop would otherwise keep up to 4096 records per launch for the session)
+_GPU_RECORDS_KEPT = 32
+
+
+def _gpu_finding(recs: List[dict], key: tuple, more: List[int]) -> Finding:
     """The finding ``key`` (see :meth:`CheckSession.add_gpu_launch`) of the GPU's records ``recs``, as
-    they stand now, with the configs they ran under."""
+    they stand now, with the configs they ran under, and ``more``: ``[lanes, launches]`` of the
+    launches past those kept."""
     from .gpu.runtime import to_findings
     for f in to_findings(recs):
         if _gpu_key(f) == key:
             f.configs = list(dict.fromkeys(r["config"] for r in recs if r.get("config")))
+            if more[1]:
+                f.count += more[0]
+                f.occurrences += more[0]
+                f.launches += more[1]
+                f.message += f"; {more[0]} more lanes in {more[1]} later launches (their programs not kept)"
             return f
     raise InternalError(f"a finding of the GPU's records is lost: {key}")  # pragma: no cover
 

@@ -115,7 +115,7 @@ def run_on_gpu(session, jit, args, kwargs, grid, original, config: Optional[str]
     from .arguments import bind_arguments, normalize_grid
     from .parallel import WORKER_HOST_STORAGES
     limit = session.gpu_above
-    if limit is None or session.pdb or WORKER_HOST_STORAGES is not None or type(jit) is not JITFunction \
+    if limit is None or session.pdb or WORKER_HOST_STORAGES is not None or not isinstance(jit, JITFunction) \
             or original is None:
         return None
     n = cuda_elements(args, kwargs)
