@@ -15,6 +15,12 @@ Per file it prints passed/failed/skipped (xfailed counted as skipped) each way, 
 plainly but not under tritonkit (there should be none), the findings by kind, seconds, and the peak
 RSS of each pytest process (``wait4``'s ``ru_maxrss``); then every finding with its test and line.
 The JSON results also hold each test's seconds each way (``test_seconds``: setup, call and teardown).
+Natively with a GPU, most of a small test's time is Triton compiling its kernels, and under
+``pytest --tritonkit`` each checked launch also runs natively (``--tritonkit-outputs gpu``): a way
+run second in the same Triton cache finds the first way's kernels compiled. ``--compile-caches DIR``
+gives each way a Triton cache and a tritonkit cache of its own under ``DIR/plain`` and
+``DIR/tritonkit`` (empty the first time: a first run is cold both ways, a second warm both ways).
+
 The suite needs Liger-Kernel itself (``tritonkit[test]`` installs 0.8.5) and ``transformers`` (its
 tests compare against Hugging Face's modules).
 
@@ -22,7 +28,7 @@ Usage::
 
     python benchmarks/peer_suites.py [--files test_geglu.py,test_swiglu.py] [--timeout S]
         [--sdist liger_kernel-0.8.5.tar.gz] [--cache DIR] [--json results.json] [-k EXPR] [--workers N]
-        [--plain-workers N] [--only plain|tritonkit]
+        [--plain-workers N] [--only plain|tritonkit] [--compile-caches DIR]
 """
 from __future__ import annotations
 
@@ -124,9 +130,10 @@ def log_outcomes(path: str) -> Dict[str, str]:
 
 
 def run_pytest(root: str, test_file: str, tritonkit: bool, gpu: bool, timeout: float, keyword: Optional[str],
-               work: str, workers: int = 0) -> dict:
+               work: str, workers: int = 0, caches: Optional[str] = None) -> dict:
     """One pytest process on ``test_file``: its outcomes, seconds, peak RSS and (with ``tritonkit``)
-    the ``--tritonkit-json`` data."""
+    the ``--tritonkit-json`` data; ``caches``: a directory under which this way keeps its own Triton
+    and tritonkit caches (None: the environment's)."""
     tag = "tritonkit" if tritonkit else "plain"
     tk_json = os.path.join(work, "tritonkit.json")
     outcomes = os.path.join(work, f"{tag}.outcomes")
@@ -141,6 +148,9 @@ def run_pytest(root: str, test_file: str, tritonkit: bool, gpu: bool, timeout: f
     env = dict(os.environ, PEER_OUTCOMES=outcomes)
     env["PYTHONPATH"] = os.pathsep.join([work] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.pop("TRITON_INTERPRET", None)
+    if caches:
+        env["TRITON_CACHE_DIR"] = os.path.join(caches, tag, "triton")
+        env["TRITONKIT_CACHE_DIR"] = os.path.join(caches, tag, "tritonkit", "tune")  # the check cache: its sibling
     if tritonkit:
         cmd += ["--tritonkit", "--tritonkit-json", tk_json] + ([] if _plugin_registered() else
                                                                 ["-p", "tritonkit.pytest_plugin"])
@@ -237,8 +247,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--plain-workers", type=int, default=0,
                    help="pytest-xdist workers for the plain run (default 0: one process; natively on one GPU, "
                         "workers only contend for it)")
+    p.add_argument("--compile-caches", metavar="DIR",
+                   help="give each way its own Triton and tritonkit caches under DIR/plain and DIR/tritonkit "
+                        "(default: both ways share the environment's, and the second finds the first's kernels)")
     p.add_argument("--json", help="write the results as JSON")
     args = p.parse_args(argv)
+    caches = os.path.abspath(args.compile_caches) if args.compile_caches else None
 
     import torch
     root = sdist_root(os.path.abspath(args.cache), args.sdist)
@@ -255,7 +269,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name in files:
         with tempfile.TemporaryDirectory() as work:
             res = {way: run_pytest(root, name, way == "tritonkit", gpu, args.timeout, args.keyword, work,
-                                   args.workers if way == "tritonkit" else args.plain_workers)
+                                   args.workers if way == "tritonkit" else args.plain_workers, caches)
                    for way in ("plain", "tritonkit") if args.only in (None, way)}
         plain, tk = res.get("plain"), res.get("tritonkit")
         found = []
@@ -280,7 +294,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"    passes plainly, not under tritonkit: {t}", flush=True)
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({"machine": info, "files": results}, fh, indent=1)
+                json.dump({"machine": info, "compile_caches": caches, "files": results}, fh, indent=1)
     print("\n# findings")
     for name, r in results.items():
         for f in r["findings"]:
