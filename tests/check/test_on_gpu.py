@@ -34,17 +34,34 @@ def test_the_api_refuses_a_limit_that_is_not_a_count(value):
             pass
 
 
-def _fake_cuda(n):
-    return types.SimpleNamespace(untyped_storage=lambda: None, device=types.SimpleNamespace(type="cuda"),
-                                 numel=lambda: n)
+class _Storage:
+    def __init__(self, nbytes):
+        self._nbytes = nbytes
+
+    def nbytes(self):
+        return self._nbytes
+
+    def data_ptr(self):
+        return id(self)
 
 
-def test_only_launches_with_every_tensor_on_a_gpu_count_their_elements():
+def _fake_cuda(n, storage=None, itemsize=4):
+    """A CUDA tensor as the count sees it: ``n`` elements of ``itemsize`` bytes, viewing ``storage``."""
+    storage = storage or _Storage(n * itemsize)
+    return types.SimpleNamespace(untyped_storage=lambda: storage, device=types.SimpleNamespace(type="cuda"),
+                                 numel=lambda: n, element_size=lambda: itemsize)
+
+
+def test_only_launches_with_every_tensor_on_a_gpu_count_their_storages_elements():
     assert on_gpu.cuda_elements((_fake_cuda(10), 3, None), {"y": _fake_cuda(5)}) == 15
     assert on_gpu.cuda_elements((_fake_cuda(10), torch.ones(4)), {}) is None  # one tensor on the host
     assert on_gpu.cuda_elements((1, 2.0), {}) is None  # no tensor
     desc = types.SimpleNamespace(base=_fake_cuda(7), shape=[7])  # a host-side tensor descriptor: its base
     assert on_gpu.cuda_elements((desc,), {}) == 7
+    # two small views of one large storage: the storage, once (the interpreter copies all of it)
+    big = _Storage(4 << 30)
+    assert on_gpu.cuda_elements((_fake_cuda(8, big), _fake_cuda(8, big, itemsize=4)), {}) == 1 << 30
+    assert on_gpu.cuda_elements((_fake_cuda(8, big, itemsize=2),), {}) == 2 << 30
 
 
 @triton.jit

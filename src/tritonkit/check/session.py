@@ -64,8 +64,8 @@ class CheckSession:
             out between (:mod:`~tritonkit.check.engine.shares`); None: ``TRITONKIT_WORKERS`` if set,
             else the cores this process may use (``os.sched_getaffinity``); 1: everything in this
             process.
-        gpu_above: a launch whose tensor arguments are all on a CUDA device and hold more than this
-            many elements in all is checked on the GPU instead, by its instrumented version, for
+        gpu_above: a launch whose tensor arguments are all on a CUDA device and view storages of
+            more than this many elements in all is checked on the GPU instead, by its instrumented version, for
             out-of-bounds accesses and int32 offset overflow only, at native speed (see
             :mod:`~tritonkit.check.launch.on_gpu`); None (the default): every launch in the
             interpreter.
@@ -375,8 +375,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
             launch's programs are shared out between (see :mod:`tritonkit.check.engine.shares`; None:
             as many as the cores this process may use, or ``TRITONKIT_WORKERS``; 1: everything in
             this process).
-        gpu_above: a launch whose tensor arguments are all on a CUDA device and hold more than this
-            many elements in all is checked on the GPU instead, by its instrumented version, for
+        gpu_above: a launch whose tensor arguments are all on a CUDA device and view storages of
+            more than this many elements in all is checked on the GPU instead, by its instrumented version, for
             out-of-bounds accesses and int32 offset overflow only, at native speed (see
             :mod:`~tritonkit.check.launch.on_gpu`); None (the default): every launch in the
             interpreter.

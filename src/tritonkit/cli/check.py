@@ -72,10 +72,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="where a launch on CUDA tensors gets its results: checked (default: the interpreter's) or "
                         "gpu (checked, then run natively when it had no finding: the program sees the GPU's results)")
     c.add_argument("--gpu-above", metavar="ELEMENTS", default="off",
-                   help="a launch whose tensor arguments are all on a CUDA device and hold more than this many "
-                        "elements in all is checked on the GPU instead, at native speed, by its instrumented version "
-                        "(as --gpu): out-of-bounds accesses and int32 overflow only (e.g. 2^30; default off: every "
-                        "launch in the interpreter)")
+                   help="a launch whose tensor arguments are all on a CUDA device and view more than this many "
+                        "elements in all (whole storages) is checked on the GPU instead, at native speed, by its "
+                        "instrumented version (as --gpu): out-of-bounds accesses and int32 overflow only (e.g. 2^30; "
+                        "default off: every launch in the interpreter)")
     c.add_argument("--stall-polls", type=int, metavar="N", default=None,
                    help="stop a program that makes the same load or atomic at the same addresses N times in a row "
                         "while nothing writes to memory (it waits for another program: a spin on a flag), with a "

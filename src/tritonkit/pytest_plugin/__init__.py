@@ -53,9 +53,10 @@ def pytest_addoption(parser) -> None:
                      "the interpreter, then run natively, so tests see the GPU's results; a launch with findings "
                      "keeps the interpreter's) or checked (the interpreter's results)")
     g.addoption("--tritonkit-gpu-above", metavar="ELEMENTS", default="2^30",
-                help="with --tritonkit: a launch whose tensor arguments are all on a CUDA device and hold more than "
-                     "this many elements in all is checked on the GPU instead, at native speed, for out-of-bounds "
-                     "accesses and int32 overflow only (default 2^30; off: every launch in the interpreter)")
+                help="with --tritonkit: a launch whose tensor arguments are all on a CUDA device and view more than "
+                     "this many elements in all (whole storages) is checked on the GPU instead, at native speed, for "
+                     "out-of-bounds accesses and int32 overflow only (default 2^30; off: every launch in the "
+                     "interpreter)")
     g.addoption("--tritonkit-stall-polls", type=int, metavar="N", default=None,
                 help="with --tritonkit: stop a program that polls one address N times while nothing writes "
                      "(default 100000, 0 never)")

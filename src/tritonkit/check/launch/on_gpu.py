@@ -1,10 +1,11 @@
 """Launches too large for the interpreter, checked on the GPU instead (a session's ``gpu_above``).
 
-A launch whose tensor arguments are all on a CUDA device and hold more than ``gpu_above`` elements
-in all runs natively as its instrumented version (:mod:`tritonkit.check.gpu.runtime`, what
-``tritonkit check --gpu`` runs): every load, store and atomic checks its offsets, in int64, against
-its tensor argument's view, lanes outside are not performed, and what they did comes back as the
-session's ``out_of_bounds`` and ``int_overflow`` findings. Nothing else is checked in such a launch
+A launch whose tensor arguments are all on a CUDA device and view storages of more than
+``gpu_above`` elements in all (:func:`cuda_elements`) runs natively as its instrumented version
+(:mod:`tritonkit.check.gpu.runtime`, what ``tritonkit check --gpu`` runs): every load, store and
+atomic checks its offsets, in int64, against its tensor argument's view, lanes outside are not
+performed, and what they did comes back as the session's ``out_of_bounds`` and ``int_overflow``
+findings. Nothing else is checked in such a launch
 (no data race, uninitialized read or NaN/Inf check: the interpreter makes those), and its tensors get
 the GPU's results. The launch record says ``engine="gpu"``.
 
@@ -67,18 +68,23 @@ _told: set = set()
 
 
 def cuda_elements(args, kwargs) -> Optional[int]:
-    """The elements of a launch's tensor arguments (each view's ``numel``, summed), where it has at
-    least one and all are on a CUDA device (a host-side tensor descriptor counts its base tensor);
-    None otherwise."""
-    total, seen = 0, False
+    """The elements of the storages a launch's tensor arguments view (each storage once, counted in
+    the element size of the first tensor seen on it: a slice of a larger tensor counts the whole
+    tensor, which the interpreter copies to the host and keeps for the launch), where it has at least
+    one tensor argument and all are on a CUDA device (a host-side tensor descriptor counts its base
+    tensor's); None otherwise."""
+    total, seen = 0, set()
     for v in (*args, *kwargs.values()):
         t = v if hasattr(v, "untyped_storage") else getattr(v, "base", None)
         if not hasattr(t, "untyped_storage"):
             continue
         if getattr(t.device, "type", None) != "cuda":
             return None
-        seen = True
-        total += int(t.numel())
+        st = t.untyped_storage()
+        if st.data_ptr() in seen:
+            continue
+        seen.add(st.data_ptr())
+        total += int(st.nbytes()) // max(1, int(t.element_size()))
     return total if seen else None
 
 
