@@ -52,7 +52,7 @@ def pytest_addoption(parser) -> None:
                 help="with --tritonkit: where a launch on CUDA tensors gets its results: gpu (default: checked in "
                      "the interpreter, then run natively, so tests see the GPU's results; a launch with findings "
                      "keeps the interpreter's) or checked (the interpreter's results)")
-    g.addoption("--tritonkit-gpu-above", metavar="ELEMENTS", default="2^30",
+    g.addoption("--tritonkit-gpu-above", metavar="ELEMENTS", default=None,
                 help="with --tritonkit: a launch whose tensor arguments are all on a CUDA device and view more than "
                      "this many elements in all (whole storages) is checked on the GPU instead, at native speed, for "
                      "out-of-bounds accesses and int32 overflow only (default 2^30; off: every launch in the "

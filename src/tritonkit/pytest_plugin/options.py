@@ -60,9 +60,10 @@ def options_from(config):
     batch = config.getoption("tritonkit_batch_memory")
     if batch is not None and batch <= 0:
         raise pytest.UsageError("--tritonkit-batch-memory MB: a positive number of MiB")
-    from ..check.launch.on_gpu import parse_gpu_above
+    from ..check.launch.on_gpu import PYTEST_GPU_ABOVE, parse_gpu_above
+    given = config.getoption("tritonkit_gpu_above")
     try:
-        gpu_above = parse_gpu_above(config.getoption("tritonkit_gpu_above"))
+        gpu_above = PYTEST_GPU_ABOVE if given is None else parse_gpu_above(given)
     except ValueError as e:
         raise pytest.UsageError(f"--tritonkit-gpu-above: {e}") from None
     return CheckOptions(checks=kinds, nan=bool(config.getoption("tritonkit_nan")),
