@@ -96,7 +96,7 @@ class _StandIn:
     def __init__(self, inst, records):
         self.inst, self.records, self.launched = inst, list(records), 0
 
-    def prepare(self, fn, named):
+    def prepare(self, fn, named, cuda):
         return self.inst, ("key",)
 
     def launch(self, fn, inst, key, named, args, kwargs, grid, keep):

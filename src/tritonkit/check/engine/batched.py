@@ -203,7 +203,7 @@ def _disk_key(launch, work: bool = False) -> Optional[str]:
     """The key of a kernel specialization's figures in the disk cache (``work``: of its launches with
     these integer arguments, ``Launch.work_key``), or None where its constexprs have no stable
     description (an object's repr with its address)."""
-    code, items = launch.spec_key[:2]
+    code, items = launch.spec_key
     text = repr(items) + (repr(launch.work_key[2:]) if work else "")
     if " at 0x" in text:
         return None
@@ -230,14 +230,16 @@ def _cost_keys(launch):
 def _unshared(launch) -> bool:
     """Whether this launch is not to be shared out (see :func:`_unshare`): its specialization's shares
     could not stand for the serial run, or a launch with its integer arguments was not faster shared."""
-    got = _UNSHARED.get(launch.spec_key) or _UNSHARED.get(launch.work_key)
+    return _unshared_by(launch, launch.spec_key, False) or _unshared_by(launch, launch.work_key, True)
+
+
+def _unshared_by(launch, key: tuple, work: bool) -> bool:
+    """The :func:`_unshare` mark of ``key`` (``launch``'s specialization, or with ``work`` its work
+    key): this process's, else the disk cache's."""
+    got = _UNSHARED.get(key)
     if got is None:
-        spec, work = _disk_key(launch), _disk_key(launch, work=True)
-        got = _UNSHARED[launch.spec_key] = bool(
-            spec is not None and disk_cache.load_number("batch", spec + "-unshared"))
-        if not got:
-            got = _UNSHARED[launch.work_key] = bool(
-                work is not None and disk_cache.load_number("batch", work + "-unshared"))
+        disk = _disk_key(launch, work=work)
+        got = _UNSHARED[key] = bool(disk is not None and disk_cache.load_number("batch", disk + "-unshared"))
     return got
 
 

@@ -37,6 +37,15 @@ def _is_cuda_tensor(v) -> bool:
     return hasattr(v, "untyped_storage") and getattr(getattr(v, "device", None), "type", None) == "cuda"
 
 
+def cuda_arguments(named: Dict[str, object]) -> Tuple[frozenset, frozenset]:
+    """A launch's arguments on a CUDA device (``named``: by parameter name): the names of its CUDA
+    tensors, and ``(name, rank)`` of its host-side tensor descriptors over CUDA tensors."""
+    from .instrument import is_descriptor
+    tensors = frozenset(k for k, v in named.items() if _is_cuda_tensor(v))
+    descriptors = frozenset((k, len(v.shape)) for k, v in named.items() if is_descriptor(v) and _is_cuda_tensor(v.base))
+    return tensors, descriptors
+
+
 class Instrumenter:
     """Runs launches of ``@triton.jit`` kernels instrumented (see :mod:`.instrument`) and reads what
     they recorded. One per process and use: it keeps the instrumented kernels (once per kernel and
@@ -54,15 +63,12 @@ class Instrumenter:
         self._cache: Dict[tuple, tuple] = {}
         self._buffers: Dict[object, object] = {}
 
-    def prepare(self, fn, named: Dict[str, object]):
+    def prepare(self, fn, named: Dict[str, object], cuda: Tuple[frozenset, frozenset]):
         """The instrumented version of the ``JITFunction`` ``fn`` for these arguments (``named``: the
-        launch's arguments by parameter name) and its cache key, or ``(None, key)`` where there is
-        none (no CUDA tensor argument, a source that cannot be rewritten, one that did not compile
-        before: said through ``unchecked``)."""
-        tensors = frozenset(k for k, v in named.items() if _is_cuda_tensor(v))
-        from .instrument import is_descriptor
-        descriptors = frozenset((k, len(v.shape)) for k, v in named.items()
-                                if is_descriptor(v) and _is_cuda_tensor(v.base))
+        launch's arguments by parameter name; ``cuda``: :func:`cuda_arguments` of them) and its cache
+        key, or ``(None, key)`` where there is none (no CUDA tensor argument, a source that cannot be
+        rewritten, one that did not compile before: said through ``unchecked``)."""
+        tensors, descriptors = cuda
         absent = frozenset(k for k, v in named.items() if v is None)
         key = (id(fn), tensors, absent, descriptors)
         if not tensors and not descriptors:
@@ -148,11 +154,11 @@ class Instrumenter:
             if rows or counted:
                 meta = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}
                 keep({"t": "launch", "kernel": fn.__name__, "file": inst.file, "count": count,
-                         "sites": {str(k): [s.line, s.access, s.arg, s.ptr_line, s.masked]
-                                   for k, s in inst.sites.items()},
-                         "tensors": {s.arg: describe_tensor(s.arg, root_tensor(named[s.root]))
-                                     for s in inst.sites.values()},
-                         "records": rows, "meta": meta, "grid": launch_grid(grid, named),
+                      "sites": {str(k): [s.line, s.access, s.arg, s.ptr_line, s.masked]
+                                for k, s in inst.sites.items()},
+                      "tensors": {s.arg: describe_tensor(s.arg, root_tensor(named[s.root]))
+                                  for s in inst.sites.values()},
+                      "records": rows, "meta": meta, "grid": launch_grid(grid, named),
                       "counted": {str(k): n for k, n in counted.items()}, "replayed": replayed})
         return out, bool(rows or counted)
 
@@ -197,12 +203,14 @@ def install(path: str) -> None:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         named = dict(zip(self.arg_names, args))
         named.update(kwargs)
-        if any(_is_cuda_tensor(v) or _is_cuda_tensor(getattr(v, "base", None)) for v in named.values()):
-            import torch
-            if torch.cuda.is_current_stream_capturing():
-                unchecked(self, "launched while a CUDA graph was captured")
-                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        inst, key = instrumenter.prepare(self, named)
+        cuda = cuda_arguments(named)
+        if not cuda[0] and not cuda[1]:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        import torch
+        if torch.cuda.is_current_stream_capturing():
+            unchecked(self, "launched while a CUDA graph was captured")
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        inst, key = instrumenter.prepare(self, named, cuda)
         if inst is None:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         partial = Instrumenter.partial_views(inst, named)

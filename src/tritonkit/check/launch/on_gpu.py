@@ -117,7 +117,7 @@ def run_on_gpu(session, jit, args, kwargs, grid, original, config: Optional[str]
     from triton.compiler.errors import CompilationError
     from triton.runtime.jit import JITFunction
 
-    from ..gpu.runtime import Instrumenter
+    from ..gpu.runtime import Instrumenter, cuda_arguments
     from .arguments import bind_arguments, normalize_grid
     from .parallel import WORKER_HOST_STORAGES
     limit = session.gpu_above
@@ -130,7 +130,7 @@ def run_on_gpu(session, jit, args, kwargs, grid, original, config: Optional[str]
     named = dict(zip(jit.arg_names, args))
     named.update(kwargs)
     instrumenter = _get_instrumenter(original)
-    inst, key = instrumenter.prepare(jit, named)
+    inst, key = instrumenter.prepare(jit, named, cuda_arguments(named))
     if inst is None or inst.skipped or inst.no_overflow or Instrumenter.partial_views(inst, named):
         return None
     bound, _ = bind_arguments(jit.fn, args, kwargs)
