@@ -28,7 +28,11 @@ Usage::
 
     python benchmarks/peer_suites.py [--files test_geglu.py,test_swiglu.py] [--timeout S]
         [--sdist liger_kernel-0.8.5.tar.gz] [--cache DIR] [--json results.json] [-k EXPR] [--workers N]
-        [--plain-workers N] [--only plain|tritonkit] [--compile-caches DIR]
+        [--plain-workers N] [--only plain|tritonkit] [--compile-caches DIR] [--tritonkit-args=ARGS]
+
+``--tritonkit-args=ARGS`` adds pytest options to the tritonkit run (written with ``=``, as in
+``--tritonkit-args="--tritonkit-gpu-above off"``, to measure what checking the largest launches on the
+GPU saves).
 """
 from __future__ import annotations
 
@@ -130,10 +134,10 @@ def log_outcomes(path: str) -> Dict[str, str]:
 
 
 def run_pytest(root: str, test_file: str, tritonkit: bool, gpu: bool, timeout: float, keyword: Optional[str],
-               work: str, workers: int = 0, caches: Optional[str] = None) -> dict:
+               work: str, workers: int = 0, caches: Optional[str] = None, extra: Optional[List[str]] = None) -> dict:
     """One pytest process on ``test_file``: its outcomes, seconds, peak RSS and (with ``tritonkit``)
     the ``--tritonkit-json`` data; ``caches``: a directory under which this way keeps its own Triton
-    and tritonkit caches (None: the environment's)."""
+    and tritonkit caches (None: the environment's); ``extra``: more pytest options for the tritonkit run."""
     tag = "tritonkit" if tritonkit else "plain"
     tk_json = os.path.join(work, "tritonkit.json")
     outcomes = os.path.join(work, f"{tag}.outcomes")
@@ -153,7 +157,7 @@ def run_pytest(root: str, test_file: str, tritonkit: bool, gpu: bool, timeout: f
         env["TRITONKIT_CACHE_DIR"] = os.path.join(caches, tag, "tritonkit", "tune")  # the check cache: its sibling
     if tritonkit:
         cmd += ["--tritonkit", "--tritonkit-json", tk_json] + ([] if _plugin_registered() else
-                                                                ["-p", "tritonkit.pytest_plugin"])
+                                                                ["-p", "tritonkit.pytest_plugin"]) + list(extra or ())
     elif not gpu:
         env["TRITON_INTERPRET"] = "1"
     start = time.perf_counter()
@@ -250,6 +254,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--compile-caches", metavar="DIR",
                    help="give each way its own Triton and tritonkit caches under DIR/plain and DIR/tritonkit "
                         "(default: both ways share the environment's, and the second finds the first's kernels)")
+    p.add_argument("--tritonkit-args", default="", metavar="ARGS",
+                   help="more pytest options for the tritonkit run, space-separated, given with '=' "
+                        "(e.g. --tritonkit-args='--tritonkit-gpu-above off')")
     p.add_argument("--json", help="write the results as JSON")
     args = p.parse_args(argv)
     caches = os.path.abspath(args.compile_caches) if args.compile_caches else None
@@ -269,7 +276,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name in files:
         with tempfile.TemporaryDirectory() as work:
             res = {way: run_pytest(root, name, way == "tritonkit", gpu, args.timeout, args.keyword, work,
-                                   args.workers if way == "tritonkit" else args.plain_workers, caches)
+                                   args.workers if way == "tritonkit" else args.plain_workers, caches,
+                                   args.tritonkit_args.split())
                    for way in ("plain", "tritonkit") if args.only in (None, way)}
         plain, tk = res.get("plain"), res.get("tritonkit")
         found = []
@@ -294,7 +302,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"    passes plainly, not under tritonkit: {t}", flush=True)
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({"machine": info, "compile_caches": caches, "files": results}, fh, indent=1)
+                json.dump({"machine": info, "compile_caches": caches, "tritonkit_args": args.tritonkit_args,
+                           "files": results}, fh, indent=1)
     print("\n# findings")
     for name, r in results.items():
         for f in r["findings"]:
