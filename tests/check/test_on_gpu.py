@@ -175,6 +175,51 @@ def test_a_launch_the_gpu_cannot_check_fully_goes_to_the_interpreter(stand_in):
         assert [f.kind for f in s.findings] == ["out_of_bounds"]
 
 
+@triton.jit
+def _offset(base, offs):
+    return base + offs
+
+
+@triton.jit
+def gather_through_helper(x_ptr, idx_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    i = tl.load(idx_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.load(_offset(x_ptr, i), mask=offs < n), mask=offs < n)
+
+
+def test_what_the_instrumenter_cannot_check_is_not_reported_unchecked_when_the_interpreter_checks_it(
+        monkeypatch, capfd):
+    """The real instrumenter (rewriting needs no GPU) leaves the load through a helper's pointer
+    unchecked: the launch goes to the interpreter, and nothing says it went unchecked."""
+    from tritonkit.check.gpu import runtime
+    monkeypatch.setattr(on_gpu, "cuda_elements", lambda args, kwargs: 200)
+    monkeypatch.setattr(on_gpu, "_instrumenter", None)
+    monkeypatch.setattr(runtime, "cuda_arguments", lambda named: (frozenset({"x_ptr", "idx_ptr", "y_ptr"}),
+                                                                  frozenset()))
+    x, idx, y = torch.arange(100.0), torch.arange(100) + 3, torch.zeros(100)
+    with tritonkit.checking(gpu_above=10) as s:
+        gather_through_helper[(2,)](x, idx, y, 100, BLOCK=64)
+    assert [bool(inst.skipped) for _, inst in on_gpu._instrumenter._cache.values()] == [True]
+    assert [r.engine for r in s.launches] == ["batched"]
+    assert [f.kind for f in s.findings] == ["out_of_bounds"]  # the interpreter checked the load
+    assert "on the GPU" not in capfd.readouterr().err
+
+
+def test_what_a_gpu_launch_leaves_unchecked_is_said_once(stand_in, capfd):
+    gpu = stand_in(_complete(), [None, None])
+    launch = gpu.launch
+
+    def unchecked_launch(fn, *args, **kwargs):
+        on_gpu._unchecked(fn, "the replay did not compile")
+        return launch(fn, *args, **kwargs)
+    gpu.launch = unchecked_launch
+    x, y = torch.arange(100.0), torch.zeros(100)
+    with tritonkit.checking(gpu_above=10):
+        copy_past_end[(2,)](x, y, 100, BLOCK=64)
+        copy_past_end[(2,)](x, y, 100, BLOCK=64)
+    assert capfd.readouterr().err.count("copy_past_end on the GPU: the replay did not compile") == 1
+
+
 def test_under_the_limit_and_without_a_limit_launches_stay_in_the_interpreter(stand_in):
     gpu = stand_in(_complete(), [])
     x, y = torch.arange(100.0), torch.zeros(100)

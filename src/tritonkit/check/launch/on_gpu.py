@@ -65,6 +65,7 @@ def parse_gpu_above(text) -> Optional[int]:
 
 _instrumenter = None
 _told: set = set()
+_launching = [False]  # whether the instrumenter's callback comes from a launch running on the GPU
 
 
 def cuda_elements(args, kwargs) -> Optional[int]:
@@ -89,8 +90,10 @@ def cuda_elements(args, kwargs) -> Optional[int]:
 
 
 def _unchecked(fn, why: str) -> None:
+    """What a launch on the GPU left unchecked, said once per kernel and reason. What the instrumenter
+    says while preparing a launch is not said: such a launch goes to the interpreter, which checks it."""
     key = (id(fn), why)
-    if key not in _told:
+    if _launching[0] and key not in _told:
         _told.add(key)
         sys.stderr.write(f"tritonkit: {getattr(fn, '__name__', 'kernel')} on the GPU: {why}\n")
 
@@ -139,6 +142,7 @@ def run_on_gpu(session, jit, args, kwargs, grid, original, config: Optional[str]
                           programs=dims[0] * dims[1] * dims[2])
     found: list = []
     start = time.perf_counter()
+    _launching[0] = True
     try:
         instrumenter.launch(jit, inst, key, named, args, kwargs, grid, keep=found.append)
     except CompilationError:  # nothing ran: the interpreter checks it
@@ -147,6 +151,8 @@ def run_on_gpu(session, jit, args, kwargs, grid, original, config: Optional[str]
         record.status, record.seconds = "aborted", time.perf_counter() - start
         session.add_gpu_launch(record, found)
         raise
+    finally:
+        _launching[0] = False
     record.seconds = time.perf_counter() - start
     session.add_gpu_launch(record, found)
     return record
