@@ -266,3 +266,25 @@ def test_outputs_gpu_gives_the_gpus_results_and_keeps_the_interpreters_where_a_l
     torch.cuda.synchronize()
     assert [f.kind for f in s3.findings] == ["out_of_bounds"] and s3.launches[0].outputs == "checked"
     assert torch.equal(dst, y + 1) and torch.equal(buf[1000:], torch.zeros(24, device="cuda"))
+
+
+@triton.jit
+def _builtin_min_max_kernel(x_ptr, out_ptr, n, big):
+    a = tl.load(x_ptr)  # NaN
+    b = tl.load(x_ptr + 1)
+    tl.store(out_ptr, min(a, 0.5))
+    tl.store(out_ptr + 1, max(a, 0.5))
+    tl.store(out_ptr + 2, min(0.5, a))
+    tl.store(out_ptr + 3, max(a, 2.0, 1.0))
+    tl.store(out_ptr + 4, min(b, 3.0, 2.0))
+    tl.store(out_ptr + 5, (min(n, big) * 100000).to(tl.float32))  # int64: no int32 wrap
+
+
+def test_builtin_min_max_match_the_gpu():
+    """``min``/``max`` in a kernel: Triton's compiler makes them ``tl.minimum``/``tl.maximum`` (NaN
+    not propagated, operands promoted), not Python's comparisons."""
+    def args():
+        return [torch.tensor([float("nan"), 5.0]), torch.full((6,), -1.0), 100000, 2**40]
+    gpu, cpu = _both(_builtin_min_max_kernel, (1,), args)
+    assert torch.equal(gpu[1], cpu[1]), (gpu[1], cpu[1])
+    assert cpu[1].tolist() == [0.5, 0.5, 0.5, 2.0, 2.0, 1e10]

@@ -1,8 +1,9 @@
 """Kernel source as the interpreter runs it: the rewritten bodies of ``@triton.jit`` functions, and
 the kernel's frames on the Python stack.
 
-:func:`rewritten` gives the interpretable version of a jitted function (Triton's own AST rewrite,
-or with ``simt=True`` the batched engine's, see :mod:`.simt`), cached, and remembers its code
+:func:`rewritten` gives the interpretable version of a jitted function (Triton's own AST rewrite
+with ``min``/``max`` as Triton's compiler has them, or with ``simt=True`` the batched engine's, see
+:mod:`.simt`), cached, and remembers its code
 object, so that :func:`kernel_frames` can tell the user's kernel lines apart from the interpreter's
 and place a finding on the line that made it.
 """
@@ -34,7 +35,8 @@ def rewritten(pyfn, simt: bool = False):
     """The interpretable version of a ``@triton.jit`` function's Python body ``pyfn`` (cached in
     memory, and its code on disk: see :mod:`.disk_cache`).
 
-    Uses Triton's own AST rewriter (``simt``: then the loops made runnable over a batch of programs
+    Uses Triton's own AST rewriter, with ``min``/``max`` of kernel values as Triton's compiler runs
+    them (:func:`.simt.builtin_minmax`; ``simt``: then the loops made runnable over a batch of programs
     whose trip counts differ, for the batched engine, see :mod:`.simt`), and remembers the code
     object so that findings can be placed on kernel lines by walking the Python stack.
     """
@@ -46,15 +48,15 @@ def rewritten(pyfn, simt: bool = False):
         builder, _interp.interpreter_builder = _interp.interpreter_builder, TRITONS_BUILDER
         try:
             if code is not None:
-                fn = _exec_module(pyfn, code, simt)
+                fn = _exec_module(pyfn, code)
             else:
-                from .simt import SimtRewriter
-                rewriter = (SimtRewriter if simt else _interp.FunctionRewriter)(pyfn)
+                from .simt import SimtRewriter, TritonRewriter
+                rewriter = (SimtRewriter if simt else TritonRewriter)(pyfn)
                 compiled = []
 
                 def compile_and_exec(tree):
                     compiled.append(compile(tree, filename=rewriter.filename, mode="exec"))
-                    return _exec_module(pyfn, compiled[0], simt)
+                    return _exec_module(pyfn, compiled[0])
                 rewriter._compile_and_exec = compile_and_exec
                 fn = rewriter.rewrite_ast()
                 if compiled and fn is not pyfn:
@@ -66,14 +68,13 @@ def rewritten(pyfn, simt: bool = False):
     return fn
 
 
-def _exec_module(pyfn, code, simt: bool):
+def _exec_module(pyfn, code):
     """Run a rewritten function's compiled module ``code`` as Triton's rewriter runs it (in the
-    function's globals, after adding its interpreter module's names that they lack; for the
-    batched rewrite, the runtime of :mod:`.simt` too) and return the new function."""
+    function's globals, after adding its interpreter module's names that they lack, and the runtime
+    of :mod:`.simt`) and return the new function."""
     fn_globals = pyfn.__globals__
-    if simt:
-        from . import simt as simt_module
-        fn_globals.setdefault(simt_module._MODULE, simt_module)
+    from . import simt as simt_module  # the runtime of both rewrites (``min``/``max``; loops: simt)
+    fn_globals.setdefault(simt_module._MODULE, simt_module)
     for name, value in vars(_interp).items():
         if name not in fn_globals:
             fn_globals[name] = value

@@ -319,6 +319,27 @@ def loop_while() -> _While:
     return _While()
 
 
+def builtin_minmax(fn, *args, **kwargs):
+    """A kernel's call of ``min``/``max`` (``fn``: what the name means where it is called), as
+    Triton's compiler runs it: with a kernel value among two or more arguments, the builtin is
+    ``tl.minimum``/``tl.maximum`` over them in order (Triton's ``builtin_min``/``builtin_max``:
+    arguments promoted to one dtype, NaN not propagated). Python's own ``min`` would compare the
+    values and return one of them unconverted, and under the batched engine make the batch's
+    programs diverge where they compare differently (``row_end = min(row_start + n, n_rows)``).
+    Anything else (constexprs, Python values, an iterable, ``key=``, a name the kernel rebinds)
+    is ``fn(*args, **kwargs)``."""
+    if (fn is min or fn is max) and len(args) >= 2 and not kwargs and any(isinstance(a, _VALUE) for a in args):
+        op = tl.minimum if fn is min else tl.maximum  # looked up now: the interpreter patches them
+        out = args[0]
+        for a in args[1:]:
+            out = op(out, a)
+        return out
+    return fn(*args, **kwargs)
+
+
+_VALUE = getattr(tl.core, "base_value", tl.tensor)  # a kernel value (not a constexpr, not Python's)
+
+
 # --------------------------------------------------------------------------------------------------
 # the rewrite
 # --------------------------------------------------------------------------------------------------
@@ -503,13 +524,41 @@ class _LoopTransformer(ast.NodeTransformer):
         return out
 
 
-class SimtRewriter(_interp.FunctionRewriter):
-    """Triton's interpreter rewrite of a ``@triton.jit`` function, then its loops made runnable
-    over a batch whose programs diverge (see the module)."""
+class _MinMaxTransformer(ast.NodeTransformer):
+    """``min(...)``/``max(...)`` calls become :func:`builtin_minmax` calls given what the name
+    means there (a local of that name is left alone)."""
+
+    def __init__(self, local_names: set) -> None:
+        self.local_names = local_names
+
+    def visit_Call(self, node: ast.Call):
+        node = self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in ("min", "max") and f.id not in self.local_names:
+            return ast.copy_location(_call("builtin_minmax", [f] + node.args, node.keywords), node)
+        return node
+
+
+class TritonRewriter(_interp.FunctionRewriter):
+    """Triton's interpreter rewrite of a ``@triton.jit`` function, with ``min``/``max`` as Triton's
+    compiler has them (:func:`builtin_minmax`): the sequential engine's rewrite."""
 
     def _transform_ast(self, src):
         tree = super()._transform_ast(src)
         fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        tree = _LoopTransformer(_locals_of(fn) if fn is not None else set()).visit(tree)
+        self.local_names = _locals_of(fn) if fn is not None else set()
+        tree = _MinMaxTransformer(self.local_names).visit(tree)
+        ast.fix_missing_locations(tree)
+        return tree
+
+
+class SimtRewriter(TritonRewriter):
+    """Triton's interpreter rewrite of a ``@triton.jit`` function (with :class:`TritonRewriter`'s
+    ``min``/``max``), then its loops made runnable over a batch whose programs diverge (see the
+    module)."""
+
+    def _transform_ast(self, src):
+        tree = super()._transform_ast(src)
+        tree = _LoopTransformer(self.local_names).visit(tree)
         ast.fix_missing_locations(tree)
         return tree
