@@ -138,7 +138,7 @@ def _both(fn, **kw):
     return seq, bat
 
 
-def test_if_on_the_program_id_splits_the_batch_and_writes_once():
+def test_if_on_the_program_id_runs_masked_and_writes_once():
     def go():
         out = torch.zeros(1000, dtype=torch.int32)
         flag = torch.zeros(1, dtype=torch.int32)
@@ -147,7 +147,7 @@ def test_if_on_the_program_id_splits_the_batch_and_writes_once():
     seq, bat = _both(go)
     assert _same(bat[0], seq[0]) and bat[1] == seq[1] == []
     (rec,) = bat[2]
-    assert rec.engine == "batched" and rec.groups >= 1 and rec.programs == 8
+    assert rec.engine == "batched" and rec.groups == 0 and rec.masked_branches >= 1 and rec.programs == 8
     assert bat[0][1].item() == 7 and torch.equal(bat[0][0], torch.arange(1000, dtype=torch.int32) * 2)
 
 
@@ -271,8 +271,8 @@ def test_a_while_loop_on_loaded_data_gives_the_results_of_one_program_at_a_time(
     seq, bat = _both(go)
     assert torch.equal(bat[0], seq[0]) and bat[1] == seq[1] == []
     assert bat[0].tolist() == [0, 1, 7, 8, 16, 19, 9, 111, 5, 4]
-    (rec,) = bat[2]
-    assert rec.engine == "batched" and rec.groups > 0
+    (rec,) = bat[2]  # the loop masked, and the if/else inside it masked too: one group
+    assert rec.engine == "batched" and rec.groups == 0 and rec.masked_loops >= 1 and rec.masked_branches >= 1
 
 
 @triton.jit
@@ -306,7 +306,7 @@ def test_a_masked_loop_reports_asserts_prints_and_carried_values_like_one_progra
     assert failed["program_ids"] == [[3], [4], [5]] and failed["count"] == 6  # iterations with start >= 12
     assert bat[3].count("start") == 3  # row 2 prints in its 3 iterations only
     (rec,) = bat[2]
-    assert rec.engine == "batched" and rec.masked_loops >= 1  # (`if r == 2` in the loop splits the batch)
+    assert rec.engine == "batched" and rec.masked_loops >= 1 and rec.masked_branches >= 1  # (`if r == 2`)
 
 
 @triton.jit

@@ -104,7 +104,7 @@ def test_a_pass_is_split_between_threads_that_are_all_joined():
 class _Launch:
     def __init__(self, space):
         self.space, self.tx, self.record = space, None, type("R", (), {})()
-        for name in ("programs", "accesses", "lanes", "flops", "batches", "groups", "masked_loops"):
+        for name in ("programs", "accesses", "lanes", "flops", "batches", "groups", "masked_loops", "masked_branches"):
             setattr(self.record, name, 0)
         self.record.flops_by_width = {}
 

@@ -36,9 +36,13 @@ class LaunchRecord:
         masked_loops: executions of a loop whose trip count differed between the programs of a
             batch, run once for the batch: a ``range`` loop's finished programs leave the batch
             (see ``interp.compact``), a ``while`` loop masks them off (see ``interp.simt``).
+        masked_branches: executions of an ``if`` whose condition differed between the programs of
+            a batch, each branch run once for the batch with its programs active (see
+            ``interp.simt``) instead of splitting it into groups.
         processes: processes that ran the launch's programs: 1, or more where the batched engine
             shared them out with forked workers (see :mod:`tritonkit.check.engine.shares`).
-            ``batches``, ``groups`` and ``masked_loops`` then count every process's.
+            ``batches``, ``groups``, ``masked_loops`` and ``masked_branches`` then count every
+            process's.
         flops: floating-point operations the launch's programs executed, counted like Nsight
             Compute counts them: 1 per element of an add, subtract, multiply or divide, 2 of an
             fma, ``2*M*N*K`` per ``tl.dot``; every lane of the block, masked or not (what the
@@ -67,6 +71,7 @@ class LaunchRecord:
     batches: int = 0
     groups: int = 0
     masked_loops: int = 0
+    masked_branches: int = 0
     processes: int = 1
     flops: int = 0
     flops_by_width: Dict[str, int] = dataclasses.field(default_factory=dict)

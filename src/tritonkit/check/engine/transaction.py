@@ -10,7 +10,7 @@ import numpy as np
 #: the launch record's counts of work done: restored to a mark when a batch is undone
 WORK = ("programs", "accesses", "lanes", "flops", "flops_by_width")
 #: the engine's own counts: restored only when the whole transaction is undone
-ENGINE = ("batches", "groups", "masked_loops")
+ENGINE = ("batches", "groups", "masked_loops", "masked_branches")
 
 
 class Mark(NamedTuple):

@@ -49,7 +49,8 @@ def cache_dir() -> Optional[str]:
 
 
 def _salt_bytes() -> bytes:
-    """Python, Triton and tritonkit versions, and the rewriters' files (path, size, mtime)."""
+    """Python, Triton and tritonkit versions, and the rewriters' files and their runtime's (path,
+    size, mtime)."""
     global _salt
     if _salt is None:
         import triton
@@ -58,7 +59,8 @@ def _salt_bytes() -> bytes:
         import tritonkit
         here = os.path.dirname(os.path.abspath(__file__))
         parts = [sys.version, triton.__version__, tritonkit.__version__]
-        for path in (interpreter.__file__, os.path.join(here, "simt.py"), os.path.join(here, "kernels.py"), __file__):
+        for path in (interpreter.__file__, os.path.join(here, "simt.py"), os.path.join(here, "rewrite.py"),
+                     os.path.join(here, "kernels.py"), __file__):
             try:
                 st = os.stat(path)
                 parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")

@@ -50,7 +50,7 @@ def rewritten(pyfn, simt: bool = False):
             if code is not None:
                 fn = _exec_module(pyfn, code)
             else:
-                from .simt import SimtRewriter, TritonRewriter
+                from .rewrite import SimtRewriter, TritonRewriter
                 rewriter = (SimtRewriter if simt else TritonRewriter)(pyfn)
                 compiled = []
 

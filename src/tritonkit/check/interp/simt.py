@@ -1,4 +1,5 @@
-"""Loops whose trip count differs between the programs of a batch, run once for the whole batch.
+"""Loops whose trip count differs between the programs of a batch, and branches they disagree on,
+run once for the whole batch.
 
 The batched engine runs a batch of programs through one execution of the kernel's body. A loop
 whose bound depends on the program (causal attention's ``range(0, (start_m + 1) * BLOCK_M, ...)``)
@@ -8,7 +9,8 @@ for the batch, for as many iterations as the longest program needs. A ``range`` 
 programs that are done from the batch (:mod:`.compact`: the rewritten body narrows its variables
 to the programs that go on, and they are put back together after the loop). A ``while`` loop, a
 loop nested in one, and every loop where :data:`COMPACT` is off run as a GPU runs a divergent
-loop within a warp, with an *active mask* over the batch's programs:
+loop within a warp, with an *active mask* over the batch's programs; so does each branch of an
+``if`` whose condition differs between them (:class:`_If`: the programs that take it active):
 
 * an inactive program's loads, stores and atomics are masked off (:class:`~.batched.BatchedBuilder`
   ANDs the mask in), its ``device_assert`` and ``device_print`` are silent;
@@ -17,18 +19,19 @@ loop within a warp, with an *active mask* over the batch's programs:
   its own last iteration;
 * Python control flow inside the loop needs only the active programs to agree.
 
-The loops are found in the kernel's source: :class:`SimtRewriter` rewrites ``for ... in range(...)``
-/ ``tl.range(...)`` and ``while`` loops whose bodies assign only plain names and have no
-``break``/``continue``/``return`` (others keep the group split); a ``for`` gets the statements that
-narrow and widen the function's local variables its body uses (:func:`_compaction`). The rewritten
-code behaves exactly like the original when nothing diverges, and is used only by the batched
-engine: the sequential engine, the oracle, runs Triton's own rewrite of the kernel.
+The loops are found in the kernel's source: :class:`.rewrite.SimtRewriter` rewrites ``for ... in
+range(...)`` / ``tl.range(...)`` and ``while`` loops whose bodies assign only plain names and have
+no ``break``/``continue``/``return`` (others keep the group split); a ``for`` gets the statements
+that narrow and widen the function's local variables its body uses; an ``if`` under the same
+conditions, after early returns were folded into ``else`` branches, becomes :func:`branch`. The
+rewritten code behaves exactly like the original when nothing diverges, and is used only by the
+batched engine: the sequential engine, the oracle, runs Triton's own rewrite of the kernel (with
+``min``/``max``, ``and``/``or`` and ``not`` as Triton's compiler has them: :func:`builtin_minmax`,
+:func:`boolean`, :func:`logical_not`, which both rewrites call).
 """
 from __future__ import annotations
 
-import ast
-import itertools
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 import triton.language as tl
@@ -36,6 +39,7 @@ from triton.runtime import interpreter as _interp
 
 from ..errors import Divergence
 from . import batched_ops
+from .recipes import read_data
 from .batched import BatchedBuilder
 from .compact import UNSET, Compaction, last_index  # UNSET: a variable not bound (yet)
 
@@ -43,7 +47,6 @@ from .compact import UNSET, Compaction, last_index  # UNSET: a variable not boun
 #: than mask them off or split the batch by trip count (the tests run both)
 COMPACT = True
 _MODULE = "_tritonkit_simt"  # the name this module has in rewritten kernels' globals
-_counter = itertools.count()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -300,6 +303,73 @@ def split_by_trips(trips: np.ndarray, program_bytes: float) -> Optional[np.ndarr
     return np.searchsorted(np.array(sorted(tops)), trips).astype(np.int64)
 
 
+class _If(_Loop):
+    """An ``if`` over a batch (the rewrite's ``branch(test)``): plain truth when every running
+    program takes the same branch, else each branch runs once for the batch with the programs that
+    take it active, as a GPU runs a branch that diverges within a warp (their stores, loads and
+    asserts masked to them, the variables a branch assigns merged as a masked loop's)."""
+
+    def __init__(self, cond) -> None:
+        super().__init__()
+        self.take: Optional[np.ndarray] = None  # bool (P,): the programs that take the ``if`` branch
+        self.truth = True
+        b = self.builder
+        if b is None or not isinstance(cond, tl.tensor) or not batched_ops.is_batched(cond.handle):
+            self.truth = bool(cond)
+            return
+        read_data()
+        d = np.asarray(cond.handle.data)
+        col = d.reshape(d.shape[0], -1)
+        if col.shape[1] != 1 or col.shape[0] != b.P:  # a block: its truth as ``tensor_bool`` gives it
+            self.truth = bool(cond)
+            return
+        col = col[:, 0] != 0
+        live = col if self.outer is None or self.outer.shape[0] != col.shape[0] else col[self.outer]
+        if live.shape[0] == 0 or live.all() or not live.any():
+            self.truth = bool(live[0]) if live.shape[0] else bool(col[0])
+            return
+        self.take = col
+        b.launch.record.masked_branches += 1
+
+    def enter(self, taken: bool) -> bool:
+        """Whether the ``if`` (``taken``) or ``else`` branch runs: for a divergent batch both do,
+        each with its programs active."""
+        if self.take is None:
+            return self.truth if taken else not self.truth
+        act = self.take if taken else ~self.take
+        self.act = act
+        self.masked = True
+        self.builder.active = act if self.outer is None else (act & self.outer)
+        return True
+
+    def merge(self, new, old):
+        """:meth:`_Loop.merge`; values the branches cannot merge (blocks of other shapes, which Triton
+        allows only for a name not used after the ``if``) split the batch by branch instead.
+
+        Raises:
+            Divergence: the two values do not merge.
+        """
+        try:
+            return super().merge(new, old)
+        except (ValueError, TypeError):
+            if self.take is None:
+                raise
+            values = self.take.astype(np.int64)
+            if self.outer is not None and self.outer.shape == values.shape and self.outer.any():
+                values[~self.outer] = values[self.outer][0]  # the stopped programs go along with a running one
+            raise Divergence(values) from None
+
+    def leave(self) -> None:
+        """The end of a branch: the programs active before the ``if`` run on."""
+        if self.take is not None:
+            self._restore()
+
+
+def branch(cond) -> _If:
+    """The rewritten ``if cond:`` statement's state (see :class:`_If`)."""
+    return _If(cond)
+
+
 def loop_range(*args, **kwargs) -> _Range:
     """The rewritten ``range(...)``/``tl.range(...)`` of a loop (keyword arguments other than
     ``step``, such as ``num_stages``, are ignored as the interpreter ignores them). Its bounds are
@@ -340,225 +410,43 @@ def builtin_minmax(fn, *args, **kwargs):
 _VALUE = getattr(tl.core, "base_value", tl.tensor)  # a kernel value (not a constexpr, not Python's)
 
 
-# --------------------------------------------------------------------------------------------------
-# the rewrite
-# --------------------------------------------------------------------------------------------------
-def _stored_names(body: List[ast.stmt]) -> Optional[List[str]]:
-    """Plain names the statements assign (in order, once each), or None if the loop cannot be
-    rewritten (``break``/``continue``/``return``/``yield``, assignments to attributes or items,
-    ``global``/``nonlocal``)."""
-    names: List[str] = []
-
-    def walk(node) -> bool:
-        if isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Global,
-                             ast.Nonlocal)):
-            return False
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
-                             ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            return True  # their own scope
-        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)) and isinstance(node.ctx, ast.Store):
-            return False
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            if node.id not in names and not node.id.startswith("_tk_"):  # not a rewritten inner loop's own
-                names.append(node.id)
-        return all(walk(child) for child in ast.iter_child_nodes(node))
-
-    return names if all(walk(s) for s in body) else None
+def _dynamic(v) -> bool:
+    """Whether ``v`` is a kernel value Triton's compiler does not fold (not a constexpr, not a tuple)."""
+    return isinstance(v, _VALUE) and not isinstance(v, (tl.constexpr, getattr(tl.core, "tuple", ())))
 
 
-def _name(id_: str, store: bool = False) -> ast.Name:
-    return ast.Name(id=id_, ctx=ast.Store() if store else ast.Load())
+def _int1(v):
+    return v if v.dtype == tl.int1 else v != 0
 
 
-def _call(attr: str, args, keywords=()) -> ast.Call:
-    return ast.Call(func=ast.Attribute(value=_name(_MODULE), attr=attr, ctx=ast.Load()), args=list(args),
-                    keywords=list(keywords))
+def boolean(is_and: bool, *thunks):
+    """A kernel's ``a and b ...`` (``is_and``) or ``a or b ...``, each operand a thunk, as Triton's
+    compiler evaluates it: operands in order, a constexpr or Python operand short-circuits as in
+    Python (``False`` for ``and``, ``True`` for ``or``: returned) or drops out; the kernel values
+    left are combined with ``&``/``|`` as int1 (every one evaluated: no short-circuit on a kernel
+    value). None left: the last operand. Python's ``and`` would take the truth of a kernel value in
+    each program, which splits a batch whose programs disagree."""
+    kept = []
+    v = None
+    for thunk in thunks:
+        v = thunk()
+        if not _dynamic(v):
+            truth = bool(v)
+            if truth is not is_and:
+                return v
+            continue
+        kept.append(v)
+    if not kept:
+        return v
+    out = _int1(kept[-1])
+    for other in reversed(kept[:-1]):
+        out = (_int1(other) & out) if is_and else (_int1(other) | out)
+    return out
 
 
-def _saves_and_merges(loop: str, names: List[str]):
-    saves, merges = [], []
-    for i, n in enumerate(names):
-        saved = f"_tk_{loop}_s{i}"
-        saves.append(ast.Try(
-            body=[ast.Assign(targets=[_name(saved, True)], value=_name(n))],
-            handlers=[ast.ExceptHandler(type=_name("NameError"), name=None,
-                                        body=[ast.Assign(targets=[_name(saved, True)],
-                                                         value=ast.Attribute(value=_name(_MODULE), attr="UNSET",
-                                                                             ctx=ast.Load()))])],
-            orelse=[], finalbody=[]))
-        merge = ast.Assign(targets=[_name(n, True)],
-                           value=ast.Call(func=ast.Attribute(value=_name(loop), attr="merge", ctx=ast.Load()),
-                                          args=[_name(n), _name(saved)], keywords=[]))
-        # a name the body assigns only under a condition (``if STAGE == 2: mask = ...``, a compile-time
-        # branch not taken) may still be unbound after the iteration: it stays so, as in the original
-        merges.append(ast.Try(body=[merge], handlers=[ast.ExceptHandler(type=_name("NameError"), name=None,
-                                                                        body=[ast.Pass()])],
-                              orelse=[], finalbody=[]))
-    guard = ast.If(test=ast.Attribute(value=_name(loop), attr="masked", ctx=ast.Load()), body=merges, orelse=[])
-    return saves, ([guard] if merges else [])
-
-
-def _is_range(node) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    f = node.func
-    return (isinstance(f, ast.Name) and f.id == "range") or (isinstance(f, ast.Attribute) and f.attr == "range")
-
-
-def _locals_of(fn: ast.FunctionDef) -> set:
-    """The local variable names of a function: its parameters and every name it binds (not in
-    nested scopes), as Python decides them."""
-    a = fn.args
-    names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
-    names.update(x.arg for x in (a.vararg, a.kwarg) if x is not None)
-
-    def walk(node) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(child.name)
-                continue
-            if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-                continue
-            if isinstance(child, ast.Name) and isinstance(child.ctx, (ast.Store, ast.Del)):
-                names.add(child.id)
-            elif isinstance(child, ast.alias):
-                names.add((child.asname or child.name).split(".")[0])
-            walk(child)
-
-    for stmt in fn.body:
-        walk(stmt)
-    declared = {n for node in ast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
-    return {n for n in names - declared if not n.startswith("_tk_")}
-
-
-def _loaded(node) -> set:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _dead_on_entry(body: List[ast.stmt], names: List[str]) -> List[bool]:
-    """For each name, whether the body assigns it (a plain top-level assignment) before anything reads it."""
-    dead = {}
-    for stmt in body:
-        loads = _loaded(stmt) | {n.target.id for n in ast.walk(stmt)
-                                 if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}  # x += ...
-        stores = ({t.id for t in ast.walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
-                  if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else ())
-        for n in loads:
-            dead.setdefault(n, False)
-        for n in stores:
-            dead.setdefault(n, True)
-    return [dead.get(n, False) for n in names]
-
-
-def _method(loop: str, attr: str, args) -> ast.Call:
-    return ast.Call(func=ast.Attribute(value=_name(loop), attr=attr, ctx=ast.Load()), args=list(args), keywords=[])
-
-
-def _compaction(loop: str, node: ast.For, local_names: set):
-    """The statement a compacted ``for`` runs at the top of an iteration whose programs changed (the
-    function's local variables the body uses narrowed: ``names = loop.narrow(locals(), ...)``) and the
-    one after the loop (they and the loop target widened): see :mod:`.compact`. A variable not bound
-    is bound to ``UNSET`` by them."""
-    targets = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
-    body = ast.Module(body=node.body, type_ignores=[])
-    used = {n.id for n in ast.walk(body) if isinstance(n, ast.Name)}  # read or assigned in the body
-    names = sorted((used & local_names) - set(targets))
-    target = targets[0] if isinstance(node.target, ast.Name) else None
-    if not names and target is None:
-        return ast.Pass(), ast.Pass()
-    locals_call = ast.Call(func=_name("locals"), args=[], keywords=[])
-    keys = ast.Constant(tuple(names))
-
-    def store(extra=()):
-        return ast.Tuple(elts=[_name(n, True) for n in names + list(extra)], ctx=ast.Store())
-    head = ast.If(test=ast.Attribute(value=_name(loop), attr="narrowing", ctx=ast.Load()),
-                  body=[ast.Assign(targets=[store()], value=_method(
-                      loop, "narrow", [locals_call, keys, ast.Constant(tuple(_dead_on_entry(node.body, names)))]))]
-                  if names else [ast.Pass()], orelse=[])
-    tail = ast.If(test=ast.Attribute(value=_name(loop), attr="widens", ctx=ast.Load()),
-                  body=[ast.Assign(targets=[store([target] if target else [])], value=_method(
-                      loop, "widen", [locals_call, keys, ast.Constant(target)]))], orelse=[])
-    return head, tail
-
-
-class _LoopTransformer(ast.NodeTransformer):
-    def __init__(self, local_names: set) -> None:
-        self.local_names = local_names
-
-    def visit_For(self, node: ast.For):
-        node = self.generic_visit(node)
-        if node.orelse or not _is_range(node.iter):
-            return node
-        names = _stored_names(node.body)
-        if names is None:
-            return node
-        target_names = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
-        names = [n for n in names if n not in target_names]
-        loop = f"_tk_loop{next(_counter)}"
-        saves, merges = _saves_and_merges(loop, names)
-        head, tail = _compaction(loop, node, self.local_names)
-        make = ast.Assign(targets=[_name(loop, True)], value=_call("loop_range", node.iter.args, node.iter.keywords))
-        new_for = ast.For(target=node.target, iter=_name(loop), body=[head] + saves + node.body + merges, orelse=[],
-                          type_comment=None)
-        out = [make, new_for, tail]
-        for n in out:
-            ast.copy_location(n, node)
-        return out
-
-    def visit_While(self, node: ast.While):
-        node = self.generic_visit(node)
-        if node.orelse:
-            return node
-        names = _stored_names(node.body)
-        if names is None:
-            return node
-        loop = f"_tk_loop{next(_counter)}"
-        saves, merges = _saves_and_merges(loop, names)
-        make = ast.Assign(targets=[_name(loop, True)], value=_call("loop_while", []))
-        test = ast.Call(func=ast.Attribute(value=_name(loop), attr="test", ctx=ast.Load()), args=[node.test],
-                        keywords=[])
-        new_while = ast.While(test=test, body=saves + node.body + merges, orelse=[])
-        out = [make, new_while]
-        for n in out:
-            ast.copy_location(n, node)
-        return out
-
-
-class _MinMaxTransformer(ast.NodeTransformer):
-    """``min(...)``/``max(...)`` calls become :func:`builtin_minmax` calls given what the name
-    means there (a local of that name is left alone)."""
-
-    def __init__(self, local_names: set) -> None:
-        self.local_names = local_names
-
-    def visit_Call(self, node: ast.Call):
-        node = self.generic_visit(node)
-        f = node.func
-        if isinstance(f, ast.Name) and f.id in ("min", "max") and f.id not in self.local_names:
-            return ast.copy_location(_call("builtin_minmax", [f] + node.args, node.keywords), node)
-        return node
-
-
-class TritonRewriter(_interp.FunctionRewriter):
-    """Triton's interpreter rewrite of a ``@triton.jit`` function, with ``min``/``max`` as Triton's
-    compiler has them (:func:`builtin_minmax`): the sequential engine's rewrite."""
-
-    def _transform_ast(self, src):
-        tree = super()._transform_ast(src)
-        fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        self.local_names = _locals_of(fn) if fn is not None else set()
-        tree = _MinMaxTransformer(self.local_names).visit(tree)
-        ast.fix_missing_locations(tree)
-        return tree
-
-
-class SimtRewriter(TritonRewriter):
-    """Triton's interpreter rewrite of a ``@triton.jit`` function (with :class:`TritonRewriter`'s
-    ``min``/``max``), then its loops made runnable over a batch whose programs diverge (see the
-    module)."""
-
-    def _transform_ast(self, src):
-        tree = super()._transform_ast(src)
-        tree = _LoopTransformer(self.local_names).visit(tree)
-        ast.fix_missing_locations(tree)
-        return tree
+def logical_not(v):
+    """A kernel's ``not v``: for a kernel value, ``v == 0`` (int1), as Triton's compiler has it;
+    Python's ``not`` otherwise."""
+    if _dynamic(v):
+        return v == 0
+    return not v

@@ -1,0 +1,332 @@
+"""The batched engine's and the sequential engine's rewrite of a ``@triton.jit`` function's source.
+
+Both start from Triton's own interpreter rewrite (``triton.runtime.interpreter.FunctionRewriter``):
+
+* :class:`TritonRewriter` (the sequential engine's) makes ``min``/``max`` calls, ``and``/``or`` and
+  ``not`` what Triton's compiler makes them (:func:`.simt.builtin_minmax`, :func:`.simt.boolean`,
+  :func:`.simt.logical_not`);
+* :class:`SimtRewriter` (the batched engine's) also folds early returns into ``if`` branches and
+  rewrites the loops and ``if`` statements so that they run over a batch whose programs diverge (the
+  runtime they call is :mod:`.simt`, which describes them).
+
+The rewritten code calls its runtime through the name :data:`.simt._MODULE` in the kernel's globals
+(:func:`.kernels.rewritten` binds it). The disk cache keys rewritten code by this file.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import itertools
+from typing import List, Optional
+
+from triton.runtime import interpreter as _interp
+
+from .simt import _MODULE
+
+_counter = itertools.count()
+
+
+def _stored_names(body: List[ast.stmt]) -> Optional[List[str]]:
+    """Plain names the statements assign (in order, once each), or None if the loop cannot be
+    rewritten (``break``/``continue``/``return``/``yield``, assignments to attributes or items,
+    ``global``/``nonlocal``)."""
+    names: List[str] = []
+
+    def walk(node) -> bool:
+        if isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Global,
+                             ast.Nonlocal)):
+            return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
+                             ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return True  # their own scope
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)) and isinstance(node.ctx, ast.Store):
+            return False
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            if node.id not in names and not node.id.startswith("_tk_"):  # not a rewritten inner loop's own
+                names.append(node.id)
+        return all(walk(child) for child in ast.iter_child_nodes(node))
+
+    return names if all(walk(s) for s in body) else None
+
+
+def _name(id_: str, store: bool = False) -> ast.Name:
+    return ast.Name(id=id_, ctx=ast.Store() if store else ast.Load())
+
+
+def _call(attr: str, args, keywords=()) -> ast.Call:
+    return ast.Call(func=ast.Attribute(value=_name(_MODULE), attr=attr, ctx=ast.Load()), args=list(args),
+                    keywords=list(keywords))
+
+
+def _saves_and_merges(loop: str, names: List[str]):
+    saves, merges = [], []
+    for i, n in enumerate(names):
+        saved = f"_tk_{loop}_s{i}"
+        saves.append(ast.Try(
+            body=[ast.Assign(targets=[_name(saved, True)], value=_name(n))],
+            handlers=[ast.ExceptHandler(type=_name("NameError"), name=None,
+                                        body=[ast.Assign(targets=[_name(saved, True)],
+                                                         value=ast.Attribute(value=_name(_MODULE), attr="UNSET",
+                                                                             ctx=ast.Load()))])],
+            orelse=[], finalbody=[]))
+        merge = ast.Assign(targets=[_name(n, True)],
+                           value=ast.Call(func=ast.Attribute(value=_name(loop), attr="merge", ctx=ast.Load()),
+                                          args=[_name(n), _name(saved)], keywords=[]))
+        # a name the body assigns only under a condition (``if STAGE == 2: mask = ...``, a compile-time
+        # branch not taken) may still be unbound after the iteration: it stays so, as in the original
+        merges.append(ast.Try(body=[merge], handlers=[ast.ExceptHandler(type=_name("NameError"), name=None,
+                                                                        body=[ast.Pass()])],
+                              orelse=[], finalbody=[]))
+    guard = ast.If(test=ast.Attribute(value=_name(loop), attr="masked", ctx=ast.Load()), body=merges, orelse=[])
+    return saves, ([guard] if merges else [])
+
+
+def _is_range(node) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    return (isinstance(f, ast.Name) and f.id == "range") or (isinstance(f, ast.Attribute) and f.attr == "range")
+
+
+def _locals_of(fn: ast.FunctionDef) -> set:
+    """The local variable names of a function: its parameters and every name it binds (not in
+    nested scopes), as Python decides them."""
+    a = fn.args
+    names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+    names.update(x.arg for x in (a.vararg, a.kwarg) if x is not None)
+
+    def walk(node) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(child.name)
+                continue
+            if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                continue
+            if isinstance(child, ast.Name) and isinstance(child.ctx, (ast.Store, ast.Del)):
+                names.add(child.id)
+            elif isinstance(child, ast.alias):
+                names.add((child.asname or child.name).split(".")[0])
+            walk(child)
+
+    for stmt in fn.body:
+        walk(stmt)
+    declared = {n for node in ast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+    return {n for n in names - declared if not n.startswith("_tk_")}
+
+
+def _loaded(node) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _dead_on_entry(body: List[ast.stmt], names: List[str]) -> List[bool]:
+    """For each name, whether the body assigns it (a plain top-level assignment) before anything reads it."""
+    dead = {}
+    for stmt in body:
+        loads = _loaded(stmt) | {n.target.id for n in ast.walk(stmt)
+                                 if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}  # x += ...
+        stores = ({t.id for t in ast.walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+                  if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else ())
+        for n in loads:
+            dead.setdefault(n, False)
+        for n in stores:
+            dead.setdefault(n, True)
+    return [dead.get(n, False) for n in names]
+
+
+def _method(loop: str, attr: str, args) -> ast.Call:
+    return ast.Call(func=ast.Attribute(value=_name(loop), attr=attr, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+def _compaction(loop: str, node: ast.For, local_names: set):
+    """The statement a compacted ``for`` runs at the top of an iteration whose programs changed (the
+    function's local variables the body uses narrowed: ``names = loop.narrow(locals(), ...)``) and the
+    one after the loop (they and the loop target widened): see :mod:`.compact`. A variable not bound
+    is bound to ``UNSET`` by them."""
+    targets = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+    body = ast.Module(body=node.body, type_ignores=[])
+    used = {n.id for n in ast.walk(body) if isinstance(n, ast.Name)}  # read or assigned in the body
+    names = sorted((used & local_names) - set(targets))
+    target = targets[0] if isinstance(node.target, ast.Name) else None
+    if not names and target is None:
+        return ast.Pass(), ast.Pass()
+    locals_call = ast.Call(func=_name("locals"), args=[], keywords=[])
+    keys = ast.Constant(tuple(names))
+
+    def store(extra=()):
+        return ast.Tuple(elts=[_name(n, True) for n in names + list(extra)], ctx=ast.Store())
+    head = ast.If(test=ast.Attribute(value=_name(loop), attr="narrowing", ctx=ast.Load()),
+                  body=[ast.Assign(targets=[store()], value=_method(
+                      loop, "narrow", [locals_call, keys, ast.Constant(tuple(_dead_on_entry(node.body, names)))]))]
+                  if names else [ast.Pass()], orelse=[])
+    tail = ast.If(test=ast.Attribute(value=_name(loop), attr="widens", ctx=ast.Load()),
+                  body=[ast.Assign(targets=[store([target] if target else [])], value=_method(
+                      loop, "widen", [locals_call, keys, ast.Constant(target)]))], orelse=[])
+    return head, tail
+
+
+class _LoopTransformer(ast.NodeTransformer):
+    def __init__(self, local_names: set) -> None:
+        self.local_names = local_names
+
+    def visit_For(self, node: ast.For):
+        node = self.generic_visit(node)
+        if node.orelse or not _is_range(node.iter):
+            return node
+        names = _stored_names(node.body)
+        if names is None:
+            return node
+        target_names = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        names = [n for n in names if n not in target_names]
+        loop = f"_tk_loop{next(_counter)}"
+        saves, merges = _saves_and_merges(loop, names)
+        head, tail = _compaction(loop, node, self.local_names)
+        make = ast.Assign(targets=[_name(loop, True)], value=_call("loop_range", node.iter.args, node.iter.keywords))
+        new_for = ast.For(target=node.target, iter=_name(loop), body=[head] + saves + node.body + merges, orelse=[],
+                          type_comment=None)
+        out = [make, new_for, tail]
+        for n in out:
+            ast.copy_location(n, node)
+        return out
+
+    def visit_While(self, node: ast.While):
+        node = self.generic_visit(node)
+        if node.orelse:
+            return node
+        names = _stored_names(node.body)
+        if names is None:
+            return node
+        loop = f"_tk_loop{next(_counter)}"
+        saves, merges = _saves_and_merges(loop, names)
+        make = ast.Assign(targets=[_name(loop, True)], value=_call("loop_while", []))
+        test = ast.Call(func=ast.Attribute(value=_name(loop), attr="test", ctx=ast.Load()), args=[node.test],
+                        keywords=[])
+        new_while = ast.While(test=test, body=saves + node.body + merges, orelse=[])
+        out = [make, new_while]
+        for n in out:
+            ast.copy_location(n, node)
+        return out
+
+    def visit_If(self, node: ast.If):
+        """``if`` on a value that may differ between programs: each branch runs for the programs that
+        take it, with an active mask, its variables merged as a loop body's are (see
+        :class:`.simt._If`); one that exits (``return``, ``break``, ``continue``) or assigns to
+        attributes or items keeps the group split."""
+        node = self.generic_visit(node)
+        then_names, else_names = _stored_names(node.body), _stored_names(node.orelse)
+        if then_names is None or else_names is None:
+            return node
+        branch = f"_tk_if{next(_counter)}"
+        out: List[ast.stmt] = [ast.Assign(targets=[_name(branch, True)], value=_call("branch", [node.test]))]
+        for taken, body, names in ((True, node.body, then_names), (False, node.orelse, else_names)):
+            if not body:
+                continue
+            saves, merges = _saves_and_merges(branch, names)
+            leave = ast.Expr(value=_method(branch, "leave", []))
+            enter = _method(branch, "enter", [ast.Constant(taken)])
+            out.append(ast.If(test=enter, body=saves + body + merges + [leave], orelse=[]))
+        for n in out:
+            ast.copy_location(n, node)
+        return out
+
+
+def _bare_return(node) -> bool:
+    return isinstance(node, ast.Return) and (node.value is None or (isinstance(node.value, ast.Constant)
+                                                                     and node.value.value is None))
+
+
+def _returns(stmts: List[ast.stmt]) -> bool:
+    """Whether a bare ``return`` ends some path through the statements, outside loops (in them or
+    their ``if`` branches, at any depth)."""
+    return any(_bare_return(s) or (isinstance(s, ast.If) and (_returns(s.body) or _returns(s.orelse)))
+               for s in stmts)
+
+
+#: a function whose folded body would have more than this many times its AST nodes keeps its returns
+#: (each ``if`` that returns on one path and falls through on both gets a copy of what follows it)
+MAX_FOLD_GROWTH = 4
+
+
+def fold_early_returns(stmts: List[ast.stmt]) -> List[ast.stmt]:
+    """A function's body with its bare ``return`` statements (outside loops) folded into ``if``
+    branches: what follows an ``if`` that returns on some path moves into its branches (``if pid >=
+    n: return`` then ``rest`` becomes ``if pid >= n: pass else: rest``; a branch that can return and
+    fall through gets its own copy), and a ``return`` drops what follows it. The same function,
+    whose ``if`` statements :meth:`_LoopTransformer.visit_If` can run over a divergent batch. The
+    body is returned unchanged where folding would grow it more than :data:`MAX_FOLD_GROWTH` times."""
+    folded = _fold(stmts)
+    if folded is stmts:
+        return stmts
+    size = sum(1 for s in stmts for _ in ast.walk(s))
+    return folded if sum(1 for s in folded for _ in ast.walk(s)) <= MAX_FOLD_GROWTH * max(size, 1) else stmts
+
+
+def _fold(stmts: List[ast.stmt]) -> List[ast.stmt]:
+    """:func:`fold_early_returns` of statements after which nothing runs (a function's body, and
+    the branches made here)."""
+    for i, s in enumerate(stmts):
+        if _bare_return(s):
+            return stmts[:i]
+        if isinstance(s, ast.If) and (_returns(s.body) or _returns(s.orelse)):
+            rest = stmts[i + 1:]
+            body = _fold(s.body + rest)
+            orelse = _fold(s.orelse + copy.deepcopy(rest))  # each branch its own nodes: they are rewritten in place
+            return stmts[:i] + [ast.copy_location(ast.If(test=s.test, body=body or [ast.Pass()], orelse=orelse), s)]
+    return stmts
+
+
+class _BuiltinsTransformer(ast.NodeTransformer):
+    """What Python would evaluate per program but Triton's compiler evaluates on kernel values:
+    ``min(...)``/``max(...)`` calls (given what the name means there; a local of that name is left
+    alone) become :func:`.simt.builtin_minmax` calls, ``a and b``/``a or b`` become
+    :func:`.simt.boolean` of thunks of the operands, ``not a`` :func:`.simt.logical_not`."""
+
+    def __init__(self, local_names: set) -> None:
+        self.local_names = local_names
+
+    def visit_Call(self, node: ast.Call):
+        node = self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in ("min", "max") and f.id not in self.local_names:
+            return ast.copy_location(_call("builtin_minmax", [f] + node.args, node.keywords), node)
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp):
+        node = self.generic_visit(node)
+        thunks = [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
+                                                kwarg=None, defaults=[]), body=v) for v in node.values]
+        return ast.copy_location(_call("boolean", [ast.Constant(isinstance(node.op, ast.And))] + thunks), node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp):
+        node = self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.copy_location(_call("logical_not", [node.operand]), node)
+        return node
+
+
+class TritonRewriter(_interp.FunctionRewriter):
+    """Triton's interpreter rewrite of a ``@triton.jit`` function, with ``min``/``max``, ``and``/``or``
+    and ``not`` as Triton's compiler has them (:class:`_BuiltinsTransformer`): the sequential
+    engine's rewrite."""
+
+    def _transform_ast(self, src):
+        tree = super()._transform_ast(src)
+        fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        self.local_names = _locals_of(fn) if fn is not None else set()
+        tree = _BuiltinsTransformer(self.local_names).visit(tree)
+        ast.fix_missing_locations(tree)
+        return tree
+
+
+class SimtRewriter(TritonRewriter):
+    """Triton's interpreter rewrite of a ``@triton.jit`` function (with :class:`TritonRewriter`'s
+    ``min``/``max``), then its early returns folded into branches (:func:`fold_early_returns`), and
+    its loops and branches made runnable over a batch whose programs diverge (see :mod:`.simt`)."""
+
+    def _transform_ast(self, src):
+        tree = super()._transform_ast(src)
+        for fn in tree.body:
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                fn.body = fold_early_returns(fn.body) or [ast.Pass()]
+        tree = _LoopTransformer(self.local_names).visit(tree)
+        ast.fix_missing_locations(tree)
+        return tree
