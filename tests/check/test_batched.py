@@ -138,7 +138,7 @@ def _both(fn, **kw):
     return seq, bat
 
 
-def test_if_on_the_program_id_runs_masked_and_writes_once():
+def test_an_if_on_the_program_id_after_the_programs_work_runs_masked_and_writes_once():
     def go():
         out = torch.zeros(1000, dtype=torch.int32)
         flag = torch.zeros(1, dtype=torch.int32)

@@ -1,7 +1,9 @@
 """An ``if`` whose condition differs between the programs of a batch runs each branch once for the
-batch, masked to the programs that take it (an early ``return`` folded into an ``else``), with the
-outputs, findings and prints of one program at a time; what cannot be masked still splits the
-batch into groups."""
+batch, masked to the programs that take it (an early ``return`` folded into an ``else``), or splits
+the batch into a group per branch (an ``if`` early in the kernel, or one that cannot be masked):
+either way with the outputs, findings and prints of one program at a time. The tests run both
+ways (``mode``: ``simt.MASK_AFTER_BYTES`` at 0, every divergent ``if`` masked, or at infinity, every
+one outside loops split)."""
 from __future__ import annotations
 
 import contextlib
@@ -14,8 +16,20 @@ import triton
 import triton.language as tl
 
 import tritonkit
+from tritonkit.check.interp import simt
 
 _VOLATILE = ("launches",)
+
+
+@pytest.fixture(params=["masked", "split"])
+def mode(request, monkeypatch):
+    monkeypatch.setattr(simt, "MASK_AFTER_BYTES", 0 if request.param == "masked" else float("inf"))
+    return request.param
+
+
+def _diverged(rec, mode) -> bool:
+    """Whether the launch ran its divergent ``if`` statements the way ``mode`` says."""
+    return rec.groups == 0 and rec.masked_branches >= 1 if mode == "masked" else rec.groups >= 1
 
 
 def _run(fn, engine):
@@ -57,14 +71,14 @@ def rows_past_the_grid_return(x, out, n_rows, B: tl.constexpr):
     tl.store(out + row * B + cols, v * 2)
 
 
-def test_an_early_return_on_the_program_id_runs_masked_without_out_of_bounds_lanes():
+def test_an_early_return_on_the_program_id_runs_without_out_of_bounds_lanes(mode):
     def go():
         x = torch.randn(5, 16)
         out = torch.zeros(8, 16)
         rows_past_the_grid_return[(8,)](x, out, 5, B=16)
         return out, x
     rec, findings, _ = _both(go)
-    assert findings == [] and rec.groups == 0 and rec.masked_branches >= 1
+    assert findings == [] and _diverged(rec, mode)
 
 
 @triton.jit
@@ -93,7 +107,7 @@ def ignored_rows(x, y, out, loss, ignore_index, B: tl.constexpr):
     tl.store(loss + row, tl.load(x + row * B + label) * scale)
 
 
-def test_branches_that_assign_and_return_match_one_program_at_a_time():
+def test_branches_that_assign_and_return_match_one_program_at_a_time(mode):
     def go():
         x = torch.randn(12, 8)
         x[3] += 1.0  # rows of each branch
@@ -104,16 +118,17 @@ def test_branches_that_assign_and_return_match_one_program_at_a_time():
         ignored_rows[(12,)](x, y, out, loss, -100, B=8)
         return out, loss
     rec, findings, _ = _both(go)
-    assert findings == [] and rec.groups == 0 and rec.masked_branches >= 2
+    assert findings == [] and _diverged(rec, mode)
     out, loss = _run(go, "auto")[0]
     assert not out[1].any() and not out[4].any() and loss[9].item() == 0.0
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(labels=st.lists(st.sampled_from([-100, 0, 3, 7]), min_size=1, max_size=24),
-       shift=st.floats(-2.0, 2.0), seed=st.integers(0, 2**16))
-def test_generated_rows_take_the_branches_of_one_program_at_a_time(labels, shift, seed):
-    """Rows whose labels and sums fall on every side of the kernel's branches, in any mix."""
+       shift=st.floats(-2.0, 2.0), seed=st.integers(0, 2**16), masked=st.booleans())
+def test_generated_rows_take_the_branches_of_one_program_at_a_time(labels, shift, seed, masked):
+    """Rows whose labels and sums fall on every side of the kernel's branches, in any mix, masked
+    or split."""
     def go():
         g = torch.Generator().manual_seed(seed)
         x = torch.randn(len(labels), 8, generator=g) + shift
@@ -122,8 +137,12 @@ def test_generated_rows_take_the_branches_of_one_program_at_a_time(labels, shift
         loss = torch.full((len(labels),), 9.0)
         ignored_rows[(len(labels),)](x, y, out, loss, -100, B=8)
         return out, loss
-    rec, findings, _ = _both(go)
-    assert findings == [] and rec.groups == 0
+    old, simt.MASK_AFTER_BYTES = simt.MASK_AFTER_BYTES, 0 if masked else float("inf")
+    try:
+        rec, findings, _ = _both(go)
+    finally:
+        simt.MASK_AFTER_BYTES = old
+    assert findings == [] and (rec.groups == 0 if masked else rec.masked_branches == 0)
 
 
 @triton.jit
@@ -139,7 +158,7 @@ def asserts_and_prints_in_a_branch(x, out):
     tl.store(out + pid, w)
 
 
-def test_asserts_and_prints_in_a_branch_come_from_the_programs_that_take_it():
+def test_asserts_and_prints_in_a_branch_come_from_the_programs_that_take_it(mode):
     def go():
         x = torch.tensor([1.0, -1.0, 2.0, -3.0, 0.5, -0.5, -5.0, 4.0])
         out = torch.zeros(8)
@@ -149,7 +168,7 @@ def test_asserts_and_prints_in_a_branch_come_from_the_programs_that_take_it():
     (failed,) = findings
     assert failed["kind"] == "assert_failed" and failed["program_ids"] == [[3], [6]]
     assert printed.count("negative") == 4
-    assert rec.groups == 0 and rec.masked_branches >= 1
+    assert _diverged(rec, mode)
 
 
 @triton.jit
@@ -191,14 +210,14 @@ def nested_divergent_branches(x, out, n):
 
 
 @pytest.mark.parametrize("programs", [1, 7, 64])
-def test_nested_branches_match_one_program_at_a_time(programs):
+def test_nested_branches_match_one_program_at_a_time(programs, mode):
     def go():
         x = torch.randn(programs) * 2
         out = torch.zeros(programs)
         nested_divergent_branches[(programs,)](x, out, programs - programs // 3)
         return out, x
     rec, findings, _ = _both(go)
-    assert findings == [] and rec.groups == 0
+    assert findings == [] and (_diverged(rec, mode) or programs == 1)
 
 
 @triton.jit
@@ -221,7 +240,7 @@ def conditions_with_and_or_not(x, y, out, lo, hi, HAS_Y: tl.constexpr):
 
 
 @pytest.mark.parametrize("has_y", [False, True])
-def test_and_or_not_of_kernel_values_run_masked_and_short_circuit_on_constexprs(has_y):
+def test_and_or_not_of_kernel_values_short_circuit_on_constexprs_only(has_y, mode):
     def go():
         x = torch.tensor([0.0, 1.5, -3.0, 2.5, 9.0, 0.5, 4.0, -0.5])
         y = torch.tensor([1.0, -1.0, 1.0, 1.0, -1.0, -1.0, 1.0, 1.0]) if has_y else None
@@ -229,7 +248,7 @@ def test_and_or_not_of_kernel_values_run_masked_and_short_circuit_on_constexprs(
         conditions_with_and_or_not[(8,)](x, y, out, -1.0, 3.0, HAS_Y=has_y)
         return (out,)
     rec, findings, _ = _both(go)
-    assert findings == [] and rec.groups == 0 and rec.masked_branches >= 1
+    assert findings == [] and _diverged(rec, mode)
     (out,) = _run(go, "auto")[0]
     xs, ys = [0.0, 1.5, -3.0, 2.5, 9.0, 0.5, 4.0, -0.5], [1.0, -1.0, 1.0, 1.0, -1.0, -1.0, 1.0, 1.0]
 
@@ -253,7 +272,7 @@ def skip_masked_rows(x, mask, out, B: tl.constexpr):
 
 
 @pytest.mark.parametrize("with_mask", [False, True])
-def test_an_early_return_inside_a_branch_folds_and_runs_masked(with_mask):
+def test_an_early_return_inside_a_branch_folds(with_mask, mode):
     def go():
         x = torch.randn(6, 4)
         mask = torch.tensor([1, 0, 1, 1, 0, 1], dtype=torch.int32) if with_mask else None
@@ -261,7 +280,7 @@ def test_an_early_return_inside_a_branch_folds_and_runs_masked(with_mask):
         skip_masked_rows[(6,)](x, mask, out, B=4)
         return out, x
     rec, findings, _ = _both(go)
-    assert findings == [] and rec.groups == 0 and (rec.masked_branches >= 1) == with_mask
+    assert findings == [] and (_diverged(rec, mode) if with_mask else rec.groups == rec.masked_branches == 0)
 
 
 @triton.jit
@@ -285,3 +304,38 @@ def test_branches_whose_values_cannot_merge_split_the_batch_with_the_same_result
         return out, x
     rec, findings, _ = _both(go)
     assert findings == [] and rec.groups >= 1
+
+
+@triton.jit
+def late_flag(x, out, flags, B: tl.constexpr):
+    """The divergent ``if`` comes after the row's work: masked, the work is not run again per group."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, B)
+    v = tl.load(x + row * B + cols)
+    e = tl.exp(v - tl.max(v))
+    s = tl.sum(e)
+    tl.store(out + row * B + cols, e / s)
+    if tl.max(v) > 1.0:
+        tl.store(flags + row, 1)
+
+
+def test_by_default_an_early_if_splits_the_batch_and_a_late_one_runs_masked():
+    def early():
+        x = torch.randn(5, 16)
+        out = torch.zeros(8, 16)
+        rows_past_the_grid_return[(8,)](x, out, 5, B=16)
+        return out, x
+
+    def late():
+        x = torch.rand(8, 16)
+        x[::2] += 1.5  # rows 0, 2, 4, 6 flag
+        out = torch.zeros(8, 16)
+        flags = torch.zeros(8, dtype=torch.int32)
+        late_flag[(8,)](x, out, flags, B=16)
+        return out, flags
+    rec, _, _ = _both(early)
+    assert rec.groups >= 1 and rec.masked_branches == 0
+    rec, _, _ = _both(late)
+    assert rec.groups == 0 and rec.masked_branches >= 1
+    assert _run(late, "auto")[0][1].tolist() == [1, 0, 1, 0, 1, 0, 1, 0]
+    assert simt.MASK_AFTER_BYTES == 256  # (the figure the benchmark measured; change both together)

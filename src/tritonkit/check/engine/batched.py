@@ -308,6 +308,7 @@ def _run_groups(launch, tx: Transaction, fn, call_args, order: np.ndarray) -> No
         group = pending.pop(0)
         mark = tx.mark()
         launch.begin_batch(group)
+        launch.builder.work = 0
         try:
             fn(**call_args)
         except Divergence as d:

@@ -93,7 +93,9 @@ def _batching(fn):
         if isinstance(out, (TensorHandle, tuple)):
             _flag(out, args)
             if isinstance(out, TensorHandle) and out.bat:
-                self._seen(out.nbytes if isinstance(out, LazyAddresses) else out.data.nbytes)
+                nbytes = out.nbytes if isinstance(out, LazyAddresses) else out.data.nbytes
+                self.work += nbytes
+                self._seen(nbytes)
         return out
     batching.__name__ = fn.__name__
     batching.__doc__ = fn.__doc__
@@ -131,6 +133,7 @@ class BatchedBuilder(CheckedBuilder):
         self.P = 0
         self.coords = None
         self.max_bytes = 0  # the largest batched value made so far, in bytes (for the memory budget)
+        self.work = 0  # bytes of the batched results the running execution of the body made (see simt._If)
         self.active: Optional[np.ndarray] = None  # bool (P,): programs a divergent loop still runs (_simt)
 
     def _seen(self, nbytes: int) -> None:

@@ -312,6 +312,14 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         return _taint.carry_shape(super().create_trans(arg, perm), arg, lambda u: np.transpose(u, perm))
 
     # --- numerics like the GPU: bf16/fp8 decoded to fp32, rounded back after every operation ----------
+    # tl.minimum/maximum without propagate_nan (and the builtin min/max): the GPU's min.f32/max.f32 give
+    # the operand that is not NaN; Triton 3.6's interpreter gave NaN (np.minimum)
+    def create_minnumf(self, lhs, rhs):
+        return self.binary_op(lhs, rhs, np.fmin)
+
+    def create_maxnumf(self, lhs, rhs):
+        return self.binary_op(lhs, rhs, np.fmax)
+
     def binary_op(self, lhs, rhs, op):
         ty = lhs.dtype.scalar
         contracted = ty.name in _CONTRACTED

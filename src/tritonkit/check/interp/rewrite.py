@@ -167,9 +167,17 @@ def _compaction(loop: str, node: ast.For, local_names: set):
 class _LoopTransformer(ast.NodeTransformer):
     def __init__(self, local_names: set) -> None:
         self.local_names = local_names
+        self.loops = 0  # loops around the node being visited
+
+    def _visit_body(self, node):
+        self.loops += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.loops -= 1
 
     def visit_For(self, node: ast.For):
-        node = self.generic_visit(node)
+        node = self._visit_body(node)
         if node.orelse or not _is_range(node.iter):
             return node
         names = _stored_names(node.body)
@@ -189,7 +197,7 @@ class _LoopTransformer(ast.NodeTransformer):
         return out
 
     def visit_While(self, node: ast.While):
-        node = self.generic_visit(node)
+        node = self._visit_body(node)
         if node.orelse:
             return node
         names = _stored_names(node.body)
@@ -216,7 +224,7 @@ class _LoopTransformer(ast.NodeTransformer):
         if then_names is None or else_names is None:
             return node
         branch = f"_tk_if{next(_counter)}"
-        out: List[ast.stmt] = [ast.Assign(targets=[_name(branch, True)], value=_call("branch", [node.test]))]
+        out: List[ast.stmt] = [ast.Assign(targets=[_name(branch, True)], value=_call("branch", [node.test, ast.Constant(self.loops > 0)]))]
         for taken, body, names in ((True, node.body, then_names), (False, node.orelse, else_names)):
             if not body:
                 continue

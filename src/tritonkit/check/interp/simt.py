@@ -309,7 +309,7 @@ class _If(_Loop):
     take it active, as a GPU runs a branch that diverges within a warp (their stores, loads and
     asserts masked to them, the variables a branch assigns merged as a masked loop's)."""
 
-    def __init__(self, cond) -> None:
+    def __init__(self, cond, in_loop: bool = False) -> None:
         super().__init__()
         self.take: Optional[np.ndarray] = None  # bool (P,): the programs that take the ``if`` branch
         self.truth = True
@@ -328,6 +328,11 @@ class _If(_Loop):
         if live.shape[0] == 0 or live.all() or not live.any():
             self.truth = bool(live[0]) if live.shape[0] else bool(col[0])
             return
+        if not in_loop and b.work < MASK_AFTER_BYTES * b.P:  # an early ``if``: a group per branch
+            values = col.astype(np.int64)
+            if self.outer is not None and self.outer.shape == col.shape:
+                values[~self.outer] = values[self.outer][0]  # the stopped programs go along with a running one
+            raise Divergence(values)
         self.take = col
         b.launch.record.masked_branches += 1
 
@@ -365,9 +370,22 @@ class _If(_Loop):
             self._restore()
 
 
-def branch(cond) -> _If:
-    """The rewritten ``if cond:`` statement's state (see :class:`_If`)."""
-    return _If(cond)
+#: bytes per program: a divergent ``if`` outside loops splits the batch into a group per branch
+#: where the batch's execution made fewer bytes of per-program values than this before it, per
+#: program (an early ``if pid >= n: return``, cross entropy's ignored rows after a few scalar
+#: offsets: each group runs only its own branch, unmasked, and re-runs little), and runs masked
+#: where it made more (block work: a split would re-run it, and pay each group's own costs). An
+#: ``if`` inside a loop always runs masked (split, each iteration could split the groups again).
+#: Measured on the CPU machine (2 cores, 2026-11-27) with ``benchmarks/check_branches.py``: masking
+#: the early ``if`` of a data-bound launch was up to 4x slower than splitting it, splitting a late
+#: one up to 2.5x slower than masking it.
+MASK_AFTER_BYTES = 256
+
+
+def branch(cond, in_loop: bool = False) -> _If:
+    """The rewritten ``if cond:`` statement's state (see :class:`_If`; ``in_loop``: the ``if`` is
+    inside a loop of the function)."""
+    return _If(cond, in_loop)
 
 
 def loop_range(*args, **kwargs) -> _Range:
