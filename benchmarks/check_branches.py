@@ -41,14 +41,8 @@ SIZES = [(8, 64, 64), (64, 256, 128), (128, 512, 512), (256, 1024, 1024), (512, 
 
 
 @triton.jit
-def ignored_rows_grad(x, y, grad, n_cols, ignore_index, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    label = tl.load(y + row)
-    if label == ignore_index:
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            tl.store(grad + row * n_cols + cols, tl.zeros((BLOCK,), dtype=tl.float32), mask=cols < n_cols)
-        return
+def _row_exps(x, grad, row, n_cols, BLOCK: tl.constexpr):
+    """``grad[row] = exp(x[row] - max(x[row]))``: two loops over the row's columns."""
     m = float("-inf")
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
@@ -60,18 +54,22 @@ def ignored_rows_grad(x, y, grad, n_cols, ignore_index, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def late_ignored_rows_grad(x, y, grad, n_cols, ignore_index, BLOCK: tl.constexpr):
+def ignored_rows_grad(x, y, grad, n_cols, ignore_index, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    m = float("-inf")
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        m = tl.maximum(m, tl.max(tl.load(x + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))))
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        v = tl.load(x + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
-        tl.store(grad + row * n_cols + cols, tl.exp(v - m), mask=cols < n_cols)
-    if tl.load(y + row) == ignore_index:
-        tl.store(grad + row * n_cols, 0.0)
+    label = tl.load(y + row)
+    if label == ignore_index:
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            tl.store(grad + row * n_cols + cols, tl.zeros((BLOCK,), dtype=tl.float32), mask=cols < n_cols)
+        return
+    _row_exps(x, grad, row, n_cols, BLOCK)
+
+
+@triton.jit
+def late_ignored_rows_grad(x, y, grad, n_cols, ignore_index, BLOCK: tl.constexpr):
+    _row_exps(x, grad, tl.program_id(0).to(tl.int64), n_cols, BLOCK)
+    if tl.load(y + tl.program_id(0)) == ignore_index:
+        tl.store(grad + tl.program_id(0).to(tl.int64) * n_cols, 0.0)
 
 
 KERNELS = {"early": ignored_rows_grad, "late": late_ignored_rows_grad}
