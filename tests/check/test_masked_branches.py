@@ -339,3 +339,30 @@ def test_by_default_an_early_if_splits_the_batch_and_a_late_one_runs_masked():
     assert rec.groups == 0 and rec.masked_branches >= 1
     assert _run(late, "auto")[0][1].tolist() == [1, 0, 1, 0, 1, 0, 1, 0]
     assert simt.MASK_AFTER_BYTES == 256  # (the figure the benchmark measured; change both together)
+
+
+@triton.jit
+def conditional_expressions(x, out, n, B: tl.constexpr):
+    """``a if c else b`` on per-program values: only the taken operand's load runs in a program (the
+    others would read out of bounds), and blocks are chosen per program."""
+    pid = tl.program_id(0)
+    first = tl.load(x + pid * B) if pid < n else -1.0
+    cols = tl.arange(0, B)
+    row = tl.load(x + pid * B + cols, mask=pid < n, other=0.0)
+    picked = row * 2.0 if first > 0 else row - 1.0
+    tl.store(out + pid * B + cols, picked + first)
+
+
+def test_a_conditional_expression_evaluates_each_programs_own_operand():
+    def go():
+        x = torch.randn(5, 8)
+        out = torch.zeros(8, 8)
+        conditional_expressions[(8,)](x, out, 5, B=8)
+        return out, x
+    rec, findings, _ = _both(go)
+    assert findings == [] and rec.groups == 0 and rec.masked_branches >= 2
+    out, x = _run(go, "auto")[0]
+    first = torch.cat([x[:, 0], torch.full((3,), -1.0)])
+    rows = torch.cat([x, torch.zeros(3, 8)])
+    want = torch.where(first[:, None] > 0, rows * 2.0, rows - 1.0) + first[:, None]
+    torch.testing.assert_close(out, want)

@@ -58,6 +58,12 @@ def _call(attr: str, args, keywords=()) -> ast.Call:
                     keywords=list(keywords))
 
 
+def _thunk(expr) -> ast.Lambda:
+    """``lambda: expr``."""
+    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
+                                         kwarg=None, defaults=[]), body=expr)
+
+
 def _saves_and_merges(loop: str, names: List[str]):
     saves, merges = [], []
     for i, n in enumerate(names):
@@ -214,6 +220,11 @@ class _LoopTransformer(ast.NodeTransformer):
             ast.copy_location(n, node)
         return out
 
+    def visit_IfExp(self, node: ast.IfExp):
+        """``a if c else b``: :func:`.simt.if_exp` of thunks of ``a`` and ``b``."""
+        node = self.generic_visit(node)
+        return ast.copy_location(_call("if_exp", [node.test, _thunk(node.body), _thunk(node.orelse)]), node)
+
     def visit_If(self, node: ast.If):
         """``if`` on a value that may differ between programs: each branch runs for the programs that
         take it, with an active mask, its variables merged as a loop body's are (see
@@ -300,8 +311,7 @@ class _BuiltinsTransformer(ast.NodeTransformer):
 
     def visit_BoolOp(self, node: ast.BoolOp):
         node = self.generic_visit(node)
-        thunks = [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
-                                                kwarg=None, defaults=[]), body=v) for v in node.values]
+        thunks = [_thunk(v) for v in node.values]
         return ast.copy_location(_call("boolean", [ast.Constant(isinstance(node.op, ast.And))] + thunks), node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp):

@@ -370,6 +370,32 @@ class _If(_Loop):
             self._restore()
 
 
+def if_exp(cond, then, orelse):
+    """A kernel's conditional expression ``a if cond else b`` (``then``, ``orelse``: thunks of ``a``
+    and ``b``) over a batch, as Triton's compiler runs it: each program evaluates only its own
+    operand. Where ``cond`` differs between the batch's programs, each operand is evaluated once for
+    the batch with its programs active (loads, stores and asserts masked to them) and the two are
+    joined with ``tl.where``; otherwise Python's evaluation of the one taken.
+
+    Raises:
+        Divergence: operands that cannot be joined (of other shapes): the batch splits.
+    """
+    branch = _If(cond, in_loop=True)  # an expression: masked, never a split for its own sake
+    if branch.take is None:
+        return then() if branch.truth else orelse()
+    values = []
+    for taken, thunk in ((True, then), (False, orelse)):
+        branch.enter(taken)
+        try:
+            values.append(thunk())
+        finally:
+            branch.leave()
+    try:
+        return tl.where(batched_ops.bat_tensor(branch.take, tl.int1), values[0], values[1])
+    except (ValueError, TypeError):
+        raise Divergence(branch.take.astype(np.int64)) from None
+
+
 #: bytes per program: a divergent ``if`` outside loops splits the batch into a group per branch
 #: where the batch's execution made fewer bytes of per-program values than this before it, per
 #: program (an early ``if pid >= n: return``, cross entropy's ignored rows after a few scalar
