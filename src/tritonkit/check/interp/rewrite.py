@@ -235,7 +235,8 @@ class _LoopTransformer(ast.NodeTransformer):
         if then_names is None or else_names is None:
             return node
         branch = f"_tk_if{next(_counter)}"
-        out: List[ast.stmt] = [ast.Assign(targets=[_name(branch, True)], value=_call("branch", [node.test, ast.Constant(self.loops > 0)]))]
+        make = _call("branch", [node.test, ast.Constant(self.loops > 0)])
+        out: List[ast.stmt] = [ast.Assign(targets=[_name(branch, True)], value=make)]
         for taken, body, names in ((True, node.body, then_names), (False, node.orelse, else_names)):
             if not body:
                 continue
@@ -337,8 +338,9 @@ class TritonRewriter(_interp.FunctionRewriter):
 
 class SimtRewriter(TritonRewriter):
     """Triton's interpreter rewrite of a ``@triton.jit`` function (with :class:`TritonRewriter`'s
-    ``min``/``max``), then its early returns folded into branches (:func:`fold_early_returns`), and
-    its loops and branches made runnable over a batch whose programs diverge (see :mod:`.simt`)."""
+    ``min``/``max``, ``and``/``or`` and ``not``), then its early returns folded into branches
+    (:func:`fold_early_returns`), and its loops and branches made runnable over a batch whose
+    programs diverge (see :mod:`.simt`)."""
 
     def _transform_ast(self, src):
         tree = super()._transform_ast(src)

@@ -118,9 +118,11 @@ class _Loop:
             index = last_index(index, self.last)
         return values + ((index,) if target else ())
 
-    def _set(self, act: np.ndarray) -> None:
+    def _set(self, act: np.ndarray, counted: str = "masked_loops") -> None:
+        """Run the programs ``act`` (bool ``(P,)``, within the enclosing mask); the first time,
+        count the construct in the launch record's ``counted``."""
         if self.act is None:
-            self.builder.launch.record.masked_loops += 1
+            setattr(self.builder.launch.record, counted, getattr(self.builder.launch.record, counted) + 1)
         self.act = act
         self.masked = not bool(act.all()) or self.outer is not None
         self.builder.active = act if self.outer is None else (act & self.outer)
@@ -328,24 +330,25 @@ class _If(_Loop):
         if live.shape[0] == 0 or live.all() or not live.any():
             self.truth = bool(live[0]) if live.shape[0] else bool(col[0])
             return
-        if not in_loop and b.work < MASK_AFTER_BYTES * b.P:  # an early ``if``: a group per branch
-            values = col.astype(np.int64)
-            if self.outer is not None and self.outer.shape == col.shape:
-                values[~self.outer] = values[self.outer][0]  # the stopped programs go along with a running one
-            raise Divergence(values)
         self.take = col
-        b.launch.record.masked_branches += 1
+        if not in_loop and b.work < MASK_AFTER_BYTES * b.P:  # an early ``if``: a group per branch
+            raise self.split()
 
     def enter(self, taken: bool) -> bool:
         """Whether the ``if`` (``taken``) or ``else`` branch runs: for a divergent batch both do,
         each with its programs active."""
         if self.take is None:
             return self.truth if taken else not self.truth
-        act = self.take if taken else ~self.take
-        self.act = act
-        self.masked = True
-        self.builder.active = act if self.outer is None else (act & self.outer)
+        self._set(self.take if taken else ~self.take, "masked_branches")
         return True
+
+    def split(self) -> Divergence:
+        """The :class:`Divergence` that splits the batch by branch (the programs the enclosing mask
+        stopped go along with a running one)."""
+        values = self.take.astype(np.int64)
+        if self.outer is not None and self.outer.shape == values.shape and self.outer.any():
+            values[~self.outer] = values[self.outer][0]
+        return Divergence(values)
 
     def merge(self, new, old):
         """:meth:`_Loop.merge`; values the branches cannot merge (blocks of other shapes, which Triton
@@ -359,10 +362,7 @@ class _If(_Loop):
         except (ValueError, TypeError):
             if self.take is None:
                 raise
-            values = self.take.astype(np.int64)
-            if self.outer is not None and self.outer.shape == values.shape and self.outer.any():
-                values[~self.outer] = values[self.outer][0]  # the stopped programs go along with a running one
-            raise Divergence(values) from None
+            raise self.split() from None
 
     def leave(self) -> None:
         """The end of a branch: the programs active before the ``if`` run on."""
@@ -393,7 +393,7 @@ def if_exp(cond, then, orelse):
     try:
         return tl.where(batched_ops.bat_tensor(branch.take, tl.int1), values[0], values[1])
     except (ValueError, TypeError):
-        raise Divergence(branch.take.astype(np.int64)) from None
+        raise branch.split() from None
 
 
 #: bytes per program: a divergent ``if`` outside loops splits the batch into a group per branch
