@@ -409,8 +409,14 @@ MASK_AFTER_BYTES = 256
 
 
 def branch(cond, in_loop: bool = False) -> _If:
-    """The rewritten ``if cond:`` statement's state (see :class:`_If`; ``in_loop``: the ``if`` is
-    inside a loop of the function)."""
+    """The rewritten ``if cond:`` statement's state (see :class:`_If`; ``cond``: a Python value, a
+    constexpr or a kernel scalar, int1 or any dtype compared with 0, one per program under the
+    batched engine; ``in_loop``: the ``if`` is inside a loop of the function).
+
+    Raises:
+        Divergence: ``cond`` differs between the running programs of a batch, the ``if`` is outside
+            loops and the batch made less than :data:`MASK_AFTER_BYTES` per program before it.
+    """
     return _If(cond, in_loop)
 
 
