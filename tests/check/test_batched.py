@@ -366,6 +366,54 @@ def test_a_race_between_programs_of_different_batches_is_found_like_one_program_
 
 
 @triton.jit
+def rows_in_place(x, label, stride, n_cols, SHARED: tl.constexpr, B: tl.constexpr):
+    """Each program turns its row into row - max + x[label] (the label's element of its own row, or
+    with SHARED one of the first two elements of row 0, which no program writes), in place, over
+    column blocks masked at the row's end: a cross-entropy's logits turned into gradients."""
+    row = tl.program_id(0) + 1
+    y = tl.load(label + row)
+    pick = (tl.program_id(0) % 2) if SHARED else row * stride + y
+    x_y = tl.load(x + pick)
+    m = float("-inf")
+    for i in range(0, n_cols, B):
+        cols = i + tl.arange(0, B)
+        m = tl.maximum(m, tl.max(tl.load(x + row * stride + cols, mask=cols < n_cols, other=float("-inf"))))
+    for i in range(0, n_cols, B):
+        cols = i + tl.arange(0, B)
+        v = tl.load(x + row * stride + cols, mask=cols < n_cols)
+        tl.store(x + row * stride + cols, v - m + x_y, mask=cols < n_cols)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own-row", "shared-loads"])
+def test_rows_updated_in_place_run_batched_with_the_guard_holding_runs(monkeypatch, shared):
+    """A storage each program loads and stores only in its own row (masked at the row's end) is
+    watched as runs, with the race check's whole-launch guard: batched, no fallback, the results
+    of one program at a time, and its elements never entered one by one. Where programs also load
+    one element in common (no conflict), the guard enters the storage as elements, with the same
+    results."""
+    from tritonkit.check.engine import guard as _guard
+    as_elements = []  # storages the guard entered element by element
+    owners = _guard.Guard._owners
+
+    def counted(self, key, ncells):
+        as_elements.append(key)
+        return owners(self, key, ncells)
+    monkeypatch.setattr(_guard.Guard, "_owners", counted)
+
+    def go():
+        rows, cols = 37, 300
+        x = torch.randn(rows + 1, cols)
+        label = torch.randint(0, cols, (rows + 1,))
+        rows_in_place[(rows,)](x, label, x.stride(0), cols, SHARED=shared, B=128)
+        return x
+    seq, bat = _both(go)
+    assert torch.equal(bat[0], seq[0]) and bat[1] == seq[1] == []
+    rec = bat[2][0]
+    assert rec.engine == "batched" and rec.fallback is None
+    assert bool(as_elements) == shared
+
+
+@triton.jit
 def scale_by_shared(x, w, out, n, B: tl.constexpr):
     offs = tl.program_id(0) * B + tl.arange(0, B)
     cols = tl.arange(0, B)

@@ -132,3 +132,61 @@ def test_a_tile_store_makes_the_runs_its_lanes_make(programs, rows, length, stri
         return
     assert got is not None and want is not None
     assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want))
+
+
+# one access: a load or a store, and its lanes as pieces (program, first element, elements)
+_access = st.tuples(st.booleans(), _store)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_access, min_size=1, max_size=6))
+def test_load_and_store_runs_conflict_exactly_when_a_stored_element_is_shared(accesses):
+    """Loads and stores of one storage as runs, against a model that keeps, per element, the
+    programs that loaded and stored it: an access raises exactly when afterwards an element one
+    program stored is touched by another; a load that two programs make of one element (in it, or
+    with an earlier load) is refused instead (False, nothing entered: the guard then keeps the
+    storage as elements); otherwise the runs hold the model's elements exactly."""
+    runs, loaded, stored = _Runs(), {}, {}
+    for is_store, pieces in accesses:
+        cells, pids = _lanes(pieces)
+        new = {}
+        for c, p in zip(cells.tolist(), pids.tolist()):
+            new.setdefault(c, set()).add(p)
+        ld = {c: set(ps) for c, ps in loaded.items()}
+        st_ = {c: set(ps) for c, ps in stored.items()}
+        for c, ps in new.items():
+            (st_ if is_store else ld).setdefault(c, set()).update(ps)
+        conflict = any(len(st_[c] | ld.get(c, set())) > 1 for c in st_)
+        shared_in_access = any(len(ps) > 1 for ps in new.values())
+        shared_load = any(len(ps) > 1 for ps in ld.values())
+        if is_store:
+            expect = "raise" if conflict else True
+        else:
+            expect = False if shared_in_access else "raise" if conflict else False if shared_load else True
+        before = (runs.lo, runs.hi, runs.pid, runs.load_lo, runs.load_hi, runs.load_pid)
+        if expect == "raise":
+            with pytest.raises(Unbatchable, match="share an element"):
+                runs.add(*_split(cells, pids), "why", store=is_store)
+            return
+        assert runs.add(*_split(cells, pids), "why", store=is_store) is expect
+        if not expect:
+            after = (runs.lo, runs.hi, runs.pid, runs.load_lo, runs.load_hi, runs.load_pid)
+            assert all(a is b for a, b in zip(before, after))
+            return
+        loaded, stored = ld, st_
+        for got, want in ((runs.cells(), stored), (runs.load_cells(), loaded)):
+            assert dict(zip(got[0].tolist(), got[1].tolist())) == {c: min(ps) for c, ps in want.items()}
+            assert got[0].shape[0] == len(want)
+        for lo, hi in ((runs.lo, runs.hi), (runs.load_lo, runs.load_hi)):
+            assert (np.diff(lo) > 0).all() and (hi[:-1] <= lo[1:]).all()
+
+
+def test_an_access_of_one_element_per_program_is_one_run_per_program():
+    """A scalar load or store per program (a row's label, its loss) makes one run per program,
+    within the programs allowance; scattered lanes beyond it are still refused."""
+    cells = np.array([5, 70, 300], dtype=np.int64)
+    pids = np.array([0, 1, 2], dtype=np.int32)
+    assert _as_runs(cells, pids) is None
+    lo, hi, pid = _as_runs(cells, pids, programs=3)
+    assert lo.tolist() == [5, 70, 300] and hi.tolist() == [6, 71, 301] and pid.tolist() == [0, 1, 2]
+    assert _as_runs(np.array([5, 9, 70, 90], dtype=np.int64), np.array([0, 0, 1, 1], dtype=np.int32), 2) is None

@@ -2,7 +2,7 @@
 elements, to tell when running them interleaved would differ from running them one after another."""
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -45,50 +45,99 @@ _LANES_PER_RUN = 16
 
 
 class _Runs:
-    """The elements (cells) of one storage that the watched programs have only stored to, as runs:
-    sorted, disjoint intervals of cells, each stored by one program (``lo``, ``hi``: int64 cell
-    bounds, ``hi`` exclusive; ``pid``: int32 execution index). An output written row by row or tile
-    by tile costs a few numbers per program here instead of 5 bytes per element."""
+    """The elements (cells) of one storage the watched programs touched, as runs while every
+    program's cells are its own: sorted intervals of cells, each touched by one program, those
+    stored to (``lo``, ``hi``: int64 cell bounds, ``hi`` exclusive; ``pid``: int32 execution index)
+    and those loaded (``load_lo``, ``load_hi``, ``load_pid``), each list disjoint. An output written
+    row by row or tile by tile, or a row updated in place by its program (a cross-entropy's logits
+    turned into gradients), costs a few numbers per program here instead of 5 bytes per element."""
 
     def __init__(self) -> None:
-        self.lo = np.zeros(0, dtype=np.int64)
-        self.hi = np.zeros(0, dtype=np.int64)
-        self.pid = np.zeros(0, dtype=np.int32)
+        self.lo, self.hi, self.pid = _no_runs()
+        self.load_lo, self.load_hi, self.load_pid = _no_runs()
 
     def cells(self):
-        """Every cell of the runs (int64) and the program of each (int32), run by run."""
+        """Every cell of the stored runs (int64) and the program of each (int32), run by run."""
         return interval_cells(self.lo, self.hi), np.repeat(self.pid, self.hi - self.lo)
 
-    def add(self, lo: np.ndarray, hi: np.ndarray, pid: np.ndarray, why: str) -> None:
-        """Enter the runs one store made (any order; a program may repeat its own cells).
+    def load_cells(self):
+        """Every cell of the loaded runs (int64) and the program of each (int32), run by run."""
+        return interval_cells(self.load_lo, self.load_hi), np.repeat(self.load_pid, self.load_hi - self.load_lo)
 
+    def add(self, lo: np.ndarray, hi: np.ndarray, pid: np.ndarray, why: str, store: bool = True) -> bool:
+        """Enter the runs one access made (any order; a program may repeat its own cells).
+
+        Returns:
+            False (nothing entered) when a load's runs overlap cells another program loaded: that is
+            no conflict, but runs cannot hold it (the caller enters the storage as cells).
         Raises:
-            Unbatchable: a cell is stored by two programs (in this store or with an earlier one).
+            Unbatchable: a cell is stored by one program and touched by another (in this access or
+            with an earlier one).
         """
-        lo, hi, pid = _merge_runs(lo, hi, pid, why)
-        if self.lo.shape[0]:
-            first = np.searchsorted(self.hi, lo, side="right")  # the first earlier run that ends after lo
-            end = np.searchsorted(self.lo, hi, side="left")  # ... and the first that starts at or after hi
-            touched = end > first
-            if touched.any():
-                one = touched & (end - first == 1)
-                if (self.pid[first[one]] != pid[one]).any():
-                    raise Unbatchable(f"programs of one launch share an element that one of them writes: {why}")
-                for i in np.flatnonzero(touched & ~one).tolist():
-                    if (self.pid[first[i]:end[i]] != pid[i]).any():
-                        raise Unbatchable(f"programs of one launch share an element that one of them writes: {why}")
-            lo = np.concatenate((self.lo, lo))
-            hi = np.concatenate((self.hi, hi))
-            pid = np.concatenate((self.pid, pid))
-            lo, hi, pid = _merge_runs(lo, hi, pid, why)
-        self.lo, self.hi, self.pid = lo, hi, pid
+        lo, hi, pid = _merge_runs(lo, hi, pid, why if store else None)
+        if pid is None:
+            return False
+        if _crosses(self.lo, self.hi, self.pid, lo, hi, pid) or (
+                store and _crosses(self.load_lo, self.load_hi, self.load_pid, lo, hi, pid)):
+            raise Unbatchable(f"programs of one launch share an element that one of them writes: {why}")
+        if store:
+            self.lo, self.hi, self.pid = _insert_runs((self.lo, self.hi, self.pid), lo, hi, pid, why)
+            return True
+        merged = _insert_runs((self.load_lo, self.load_hi, self.load_pid), lo, hi, pid, None)
+        if merged[2] is None:
+            return False
+        self.load_lo, self.load_hi, self.load_pid = merged
+        return True
+
+
+def _no_runs():
+    return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+
+
+def _crosses(old_lo, old_hi, old_pid, lo, hi, pid) -> bool:
+    """Whether any of the runs ``[lo, hi)`` overlaps a run of another program among the sorted,
+    disjoint runs ``old_*``."""
+    if not old_lo.shape[0]:
+        return False
+    first = np.searchsorted(old_hi, lo, side="right")  # the first old run that ends after lo
+    end = np.searchsorted(old_lo, hi, side="left")  # ... and the first that starts at or after hi
+    touched = end > first
+    if not touched.any():
+        return False
+    one = touched & (end - first == 1)
+    if (old_pid[first[one]] != pid[one]).any():
+        return True
+    return any((old_pid[first[i]:end[i]] != pid[i]).any() for i in np.flatnonzero(touched & ~one).tolist())
+
+
+def _insert_runs(old, lo, hi, pid, why):
+    """The sorted, disjoint runs ``old`` with the sorted, disjoint runs ``lo, hi, pid`` taken in
+    (runs of one program that overlap merged; see :func:`_merge_runs` for ``why``). A run inside an
+    old one of its program adds nothing, and runs past the last old one are appended: a launch's
+    programs touching rows in order, or again, cost no sort."""
+    old_lo, old_hi, old_pid = old
+    if not old_lo.shape[0]:
+        return lo, hi, pid
+    at = np.searchsorted(old_lo, lo, side="right") - 1  # the old run starting at or before each new one
+    inside = at >= 0
+    inside[inside] = (hi[inside] <= old_hi[at[inside]]) & (old_pid[at[inside]] == pid[inside])
+    if inside.all():
+        return old
+    if inside.any():
+        keep = ~inside
+        lo, hi, pid = lo[keep], hi[keep], pid[keep]
+    if lo[0] >= old_hi[-1]:
+        return np.concatenate((old_lo, lo)), np.concatenate((old_hi, hi)), np.concatenate((old_pid, pid))
+    return _merge_runs(np.concatenate((old_lo, lo)), np.concatenate((old_hi, hi)), np.concatenate((old_pid, pid)), why)
 
 
 def _merge_runs(lo, hi, pid, why):
     """Sort runs by their first cell and merge those of one program that overlap.
 
+    Returns:
+        the merged runs; ``(lo, hi, None)`` where two runs of different programs overlap and ``why`` is None.
     Raises:
-        Unbatchable: two runs of different programs overlap.
+        Unbatchable: two runs of different programs overlap (``why``: the reason's end).
     """
     order = np.argsort(lo, kind="stable")
     lo, hi, pid = lo[order], hi[order], pid[order]
@@ -100,22 +149,49 @@ def _merge_runs(lo, hi, pid, why):
         return lo, hi, pid
     starts = np.flatnonzero(np.concatenate(([True], ~joins)))
     if (np.minimum.reduceat(pid, starts) != np.maximum.reduceat(pid, starts)).any():
+        if why is None:
+            return lo, hi, None
         raise Unbatchable(f"programs of one launch share an element that one of them writes: {why}")
     return lo[starts], np.maximum.reduceat(hi, starts), pid[starts]
 
 
-def _as_runs(cells: np.ndarray, pids: np.ndarray):
+def _as_runs(cells: np.ndarray, pids: np.ndarray, programs: int = 1):
     """The runs (``lo``, ``hi``, ``pid``) of one access's cells, each lane's program in ``pids``:
-    None when they break into more than one run per ``_LANES_PER_RUN`` lanes (scattered accesses
-    are cheaper as cells)."""
+    None when they break into more than one run per ``_LANES_PER_RUN`` lanes and more than
+    ``programs`` runs (an access of a few elements per program makes one run per program; scattered
+    accesses are cheaper as cells)."""
     n = cells.shape[0]
     if n == 0:
         return None
     breaks = np.flatnonzero((np.diff(cells) != 1) | (np.diff(pids) != 0)) + 1
-    if breaks.shape[0] + 1 > max(1, n // _LANES_PER_RUN):
+    if breaks.shape[0] + 1 > max(1, n // _LANES_PER_RUN, programs):
         return None
     first, last = _split_at(breaks, n)
     return cells[first], cells[last] + 1, pids[first]
+
+
+def _item_runs(item, nbytes: int, res=None):
+    """The runs of one access (``item``: as :meth:`Guard.access` holds it; ``res``: its resolved
+    lanes where they are all in the storage, for the ways that need no pass over the lanes), in
+    cells of a storage of ``nbytes`` bytes; None where its lanes are wider or narrower than a cell,
+    it counts for every program (uniform), or it makes too many runs (see :func:`_as_runs`)."""
+    off, n, lanes, per, order, size, g, ncells, uniform, span = item
+    if uniform or size != g or not n:
+        return None
+    if res is None and isinstance(off, _Offsets):
+        res = off.res
+    cut = None
+    if res is not None and lanes is None:
+        cut = _span_runs(res, order, g, nbytes) if span else _row_runs(res, order, g, ncells)
+    if cut is None:
+        if span:
+            cells = int(off[0]) // g + np.arange(n, dtype=np.int64)
+        else:
+            cells = (off.res.off if isinstance(off, _Offsets) else off) // g
+        # clipped like element_cells: a lane outside the storage is never performed
+        np.clip(cells, 0, ncells - 1, out=cells)
+        cut = _as_runs(cells, _lane_pids(lanes, per, order, n), min(n, order.shape[0]))
+    return cut
 
 
 def _split_at(breaks: np.ndarray, n: int):
@@ -251,23 +327,15 @@ class Guard:
                     self._summarize_pending()
                 continue
             runs = self.runs.get(key)
-            as_runs = kind == "store" and not uniform and size == g
-            if runs is None and as_runs and key not in self.written and key not in self.pending:
-                runs = self.runs[key] = _Runs()  # stored to before any load: an output
-                self.written.add(key)
+            as_runs = kind != "atomic" and not uniform and size == g
+            if runs is None and kind == "store" and as_runs and key not in self.written:
+                runs = self._start_runs(key, storage.nbytes)  # an output, or each program's own cells updated
             if runs is not None:
                 if as_runs:
-                    cut = _span_runs(res, order, g, storage.nbytes) if span and lanes is None else None
-                    if cut is None and lanes is None and not span:
-                        cut = _row_runs(res, order, g, ncells)
-                    # clipped like element_cells: a lane outside the storage is never performed
-                    if cut is None:
-                        every = res.off if span or isinstance(off, _Offsets) else off
-                        cut = _as_runs(np.clip(every // g, 0, ncells - 1), _lane_pids(lanes, res.per, order, n))
-                    if cut is not None:
-                        runs.add(*cut, self.why)
+                    cut = _item_runs(item, storage.nbytes, res if sel is None else None)
+                    if cut is not None and runs.add(*cut, self.why, store=kind == "store"):
                         continue
-                self._materialize(key, ncells)  # a load, an atomic or a scattered store: cells from now on
+                self._materialize(key, ncells)  # an atomic, scattered lanes, shared loads: cells from now on
             owners = self._owners(key, ncells)
             if key not in self.written:
                 self.written.add(key)
@@ -276,13 +344,28 @@ class Guard:
                 self.pending_lanes = sum(0 if i[9] else i[1] for v in self.pending.values() for i in v)
             self._enter_lazy(owners, item, {"load": _LOAD, "store": _STORE}.get(kind, _ATOMIC))
 
+    def _start_runs(self, key: int, nbytes: int) -> Optional[_Runs]:
+        """The first write to a storage: keep it as runs, its pending loads (if any) entered as load
+        runs; None (nothing changed) where a pending load is not one run per program (see
+        :func:`_item_runs`) or two programs load one cell."""
+        runs = _Runs()
+        for item in self.pending.get(key, ()):
+            cut = _item_runs(item, nbytes)
+            if cut is None or not runs.add(*cut, self.why, store=False):
+                return None
+        if self.pending.pop(key, None):
+            self.pending_lanes = sum(0 if i[9] else i[1] for v in self.pending.values() for i in v)
+        self.runs[key] = runs
+        self.written.add(key)
+        return runs
+
     def _materialize(self, key: int, ncells: int) -> None:
-        """Turn a storage's runs into cells (each stored by its run's program)."""
+        """Turn a storage's runs into cells (each stored or loaded by its run's program)."""
         runs = self.runs.pop(key)
-        if runs.lo.shape[0]:
-            cells, pids = runs.cells()
-            owners = self._owners(key, ncells)
-            self._enter(owners, owners.index(cells), pids, _STORE, False)
+        owners = self._owners(key, ncells)
+        for (cells, pids), bit in ((runs.cells(), _STORE), (runs.load_cells(), _LOAD)):
+            if cells.shape[0]:
+                self._enter(owners, owners.index(cells), pids, bit, False)
 
     def _owners(self, key: int, ncells: int) -> _Owners:
         owners = self.owners.get(key)
@@ -424,6 +507,7 @@ class Guard:
                 w.append((lo, hi))
         for key, runs in self.runs.items():
             add(key, runs.lo, runs.hi, True)
+            add(key, runs.load_lo, runs.load_hi, False)
         for key, owners in self.owners.items():
             pages = np.flatnonzero(owners.page_slot >= 0)
             if not pages.shape[0]:
@@ -476,6 +560,8 @@ def _lane_pids(lanes, per: int, order: np.ndarray, n: int) -> np.ndarray:
         if per == 1:
             return order.astype(np.int32)
         return np.repeat(order.astype(np.int32), per)
+    if per & (per - 1) == 0:  # a block of a power-of-two size (Triton's): a shift, not a division
+        return order.astype(np.int32)[lanes >> (int(per).bit_length() - 1)]
     return order.astype(np.int32)[lanes // per]
 
 
