@@ -190,3 +190,33 @@ def test_an_access_of_one_element_per_program_is_one_run_per_program():
     lo, hi, pid = _as_runs(cells, pids, programs=3)
     assert lo.tolist() == [5, 70, 300] and hi.tolist() == [6, 71, 301] and pid.tolist() == [0, 1, 2]
     assert _as_runs(np.array([5, 9, 70, 90], dtype=np.int64), np.array([0, 0, 1, 1], dtype=np.int32), 2) is None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 6), st.sampled_from([1, 2, 4, 8, 16, 32]), st.sampled_from([1, 2, 4, 8]),
+       st.integers(0, 2 ** 32 - 1), st.booleans(), st.booleans(), st.booleans())
+def test_lane_runs_are_the_runs_of_every_lane(programs, per, g, seed, masked, scattered, shuffled):
+    """The runs found from where the offsets stop stepping by one cell and where each program's
+    first lane is (bisection over ascending lanes) are those of every lane's cell and program, or
+    None where those would be None."""
+    from tritonkit.check.engine.guard import _lane_pids, _lane_runs
+    rng = np.random.default_rng(seed)
+    order = (rng.permutation(programs) if shuffled else np.arange(programs)).astype(np.int64) + 3
+    lanes_all = np.arange(programs * per, dtype=np.int64)
+    if scattered:
+        cells_all = rng.integers(0, 64, programs * per)
+    else:  # each program's block: consecutive cells from a start of its own (rows)
+        cells_all = (rng.integers(0, 8, programs)[:, None] * per + np.arange(per)).reshape(-1)
+    keep = rng.random(programs * per) < 0.7 if masked else np.ones(programs * per, dtype=bool)
+    if not keep.any():
+        keep[0] = True
+    lanes = lanes_all[keep] if masked else None
+    off = cells_all[keep] * g
+    n = off.shape[0]
+    got = _lane_runs(off, int(off.min()), n, lanes, per, order, g)
+    want = _as_runs(off // g, _lane_pids(lanes, per, order, n), min(n, programs))
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None and all(np.array_equal(a, b) for a, b in zip(got, want))
+        assert got[2].dtype == np.int32

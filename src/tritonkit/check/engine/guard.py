@@ -180,18 +180,47 @@ def _item_runs(item, nbytes: int, res=None):
         return None
     if res is None and isinstance(off, _Offsets):
         res = off.res
-    cut = None
     if res is not None and lanes is None:
         cut = _span_runs(res, order, g, nbytes) if span else _row_runs(res, order, g, ncells)
-    if cut is None:
-        if span:
-            cells = int(off[0]) // g + np.arange(n, dtype=np.int64)
-        else:
-            cells = (off.res.off if isinstance(off, _Offsets) else off) // g
-        # clipped like element_cells: a lane outside the storage is never performed
+        if cut is not None:
+            return cut
+    every = None if span else off.res.off if isinstance(off, _Offsets) else off
+    if span:
+        ends = int(off[0]), int(off[0]) + (n - 1) * g
+    elif res is not None:  # every lane of one slot: its smallest and largest offsets are known
+        ends = res.lo, res.hi
+    else:
+        ends = int(every.min()), int(every.max())
+    if ends[0] < 0 or ends[1] + g > nbytes:  # a lane outside: clipped like element_cells (never performed)
+        cells = (int(off[0]) // g + np.arange(n, dtype=np.int64)) if span else every // g
         np.clip(cells, 0, ncells - 1, out=cells)
-        cut = _as_runs(cells, _lane_pids(lanes, per, order, n), min(n, order.shape[0]))
-    return cut
+        return _as_runs(cells, _lane_pids(lanes, per, order, n), min(n, order.shape[0]))
+    return _lane_runs(every, ends[0], n, lanes, per, order, g)
+
+
+def _lane_runs(off, first_off: int, n: int, lanes, per: int, order: np.ndarray, g: int):
+    """The runs of ``n`` lanes inside a storage of ``g``-byte cells (``off``: their byte offsets,
+    int64, or None for consecutive cells from ``first_off``; ``lanes``: their indices into the
+    batch's block, ascending, None for all; ``per`` lanes a program of ``order``), found from where
+    the offsets stop stepping by one cell and where the program changes, without a program or a
+    cell per lane; None where :func:`_as_runs` would give none."""
+    programs = order.shape[0]
+    if per < 1:
+        return None
+    if lanes is None:
+        program_breaks = np.arange(per, n, per, dtype=np.int64)
+    else:  # the first lane of each program after the first (lanes ascend)
+        cuts = np.searchsorted(lanes, per * np.arange(1, int(lanes[-1]) // per + 1, dtype=np.int64))
+        program_breaks = cuts[(cuts > 0) & (cuts < n)]
+    breaks = program_breaks if off is None else np.union1d(np.flatnonzero(np.diff(off) != g) + 1, program_breaks)
+    if breaks.shape[0] + 1 > max(1, n // _LANES_PER_RUN, min(n, programs)):
+        return None
+    first, last = _split_at(breaks, n)
+    if off is None:
+        lo, hi = first_off // g + first, first_off // g + last + 1
+    else:
+        lo, hi = off[first] // g, off[last] // g + 1
+    return lo, hi, order.astype(np.int32)[(first if lanes is None else lanes[first]) // per]
 
 
 def _split_at(breaks: np.ndarray, n: int):

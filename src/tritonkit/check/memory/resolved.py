@@ -38,7 +38,8 @@ class Resolved:
 
     Attributes:
         n: number of active lanes.
-        lanes: flat indices (into the access's block) of the active lanes.
+        lanes: flat indices (into the access's block) of the active lanes, ascending (the guard
+            finds each program's first lane by bisection).
         slot: int64 slot of each active lane (0 or past the last region: no argument).
         off: int64 byte offset of each active lane from byte 0 of its slot's storage (made on first
             read where the resolver knew the rest without it).
