@@ -348,3 +348,22 @@ def test_a_launch_shared_out_from_its_first_batch_finds_uninitialized_cells_once
     assert all(torch.equal(o, x * 2.0) for o in outs) and par[1] == []
     assert [r.processes for r in par[2]] == [2, 2]
     assert set(log.read_text().split()) == {str(os.getpid())}
+
+
+def test_limit_threads_limits_numpys_blas_each_time_and_restores_it():
+    """Workers limit NumPy's BLAS threads (through one threadpoolctl controller made per process):
+    inside, every BLAS pool runs the threads asked for; after, it runs as many as before; the
+    second use of the kept controller does the same."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from tritonkit.check import forks
+
+    def blas():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    before = blas()
+    if not before:
+        pytest.skip("NumPy's BLAS is not one threadpoolctl knows")
+    target = 1 if max(before) > 1 else 2
+    for _ in range(2):
+        with forks.limit_threads(target):
+            assert blas() == [target] * len(before)
+        assert blas() == before

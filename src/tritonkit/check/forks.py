@@ -65,15 +65,26 @@ def _xdist_processes() -> int:
         return 1
 
 
+#: threadpoolctl's view of this process's thread pools, made once (finding them walks every loaded
+#: library: 37 ms a launch in a pytest process with torch and CUDA loaded, on the GPU machine's host)
+_CONTROLLER: list = []
+
+
 def limit_threads(threads: int):
     """A context in which the BLAS libraries NumPy uses (``tl.dot`` is a ``numpy.matmul``) run
     ``threads`` threads, through threadpoolctl where it is installed (a no-op where not): a worker
-    and the parent each running a BLAS with every core's threads would oversubscribe the machine."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
+    and the parent each running a BLAS with every core's threads would oversubscribe the machine.
+    The libraries are those loaded at the first call (NumPy's BLAS is loaded with NumPy)."""
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _CONTROLLER.append(None)
+        else:
+            _CONTROLLER.append(ThreadpoolController())
+    if _CONTROLLER[0] is None:
         return contextlib.nullcontext()
-    return threadpool_limits(limits=max(1, threads), user_api="blas")
+    return _CONTROLLER[0].limit(limits=max(1, threads), user_api="blas")
 
 
 def pass_threads(session) -> int:
