@@ -160,6 +160,23 @@ class _Tracked:
         return self.uninit is None or bool(self.uninit.any())
 
 
+def _fill(view: torch.Tensor, value: int) -> None:
+    """Write ``value`` into every element of ``view`` (an integer view of a new tensor): a CPU tensor
+    smaller than :data:`~..memory.host.GRAIN` by NumPy on this thread. torch fills a CPU tensor in a
+    parallel region, and the first one starts its thread pool, whose threads wait for a free core:
+    at a session's start on the 2-core CPU machine (2026-11-28) the other core makes the session's
+    heap resident (see :mod:`..memory.allocator`), and a 1 MiB ``torch.empty`` took 9-12 ms instead
+    of 1."""
+    if view.device.type == "cpu" and view.numel() * view.element_size() < GRAIN:
+        try:
+            arr = view.numpy()
+            arr.view(f"i{arr.itemsize}").fill(value)  # value: signed, as _to_signed gives it
+            return
+        except (RuntimeError, TypeError):  # a tensor NumPy cannot view (conjugate or negative bit)
+            pass
+    view.fill_(value)
+
+
 def _storage_key(t: torch.Tensor) -> Tuple[str, int, int]:
     st = t.untyped_storage()
     return str(t.device), st.data_ptr(), st.nbytes()
@@ -192,7 +209,7 @@ class _Registry:
             return
         g = t.element_size()
         with torch.no_grad():
-            t.view(_INT_VIEW[g]).fill_(_to_signed(pattern, g))
+            _fill(t.view(_INT_VIEW[g]), _to_signed(pattern, g))
         key = _storage_key(t)
         ncells = key[2] // g
         tr = self.tracked.get(key)
