@@ -345,7 +345,10 @@ class TritonRewriter(_interp.FunctionRewriter):
         return super()._get_jit_fn_file_line()
 
     def _transform_ast(self, src):
-        tree = super()._transform_ast(src)
+        # Triton's transform (its assignments through ``interpreter_semantic.to_tensor``), with the
+        # source parsed at its def's line of the file instead of every node moved there after, and
+        # the nodes made without a location given one once, at the end
+        tree = self.ast_transformer.visit(ast.parse("\n" * (self.def_file_lineno - 1) + src))
         fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
         self.local_names = _locals_of(fn) if fn is not None else set()
         tree = _BuiltinsTransformer(self.local_names).visit(tree)
