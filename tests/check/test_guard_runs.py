@@ -220,3 +220,20 @@ def test_lane_runs_are_the_runs_of_every_lane(programs, per, g, seed, masked, sc
     else:
         assert got is not None and all(np.array_equal(a, b) for a, b in zip(got, want))
         assert got[2].dtype == np.int32
+
+
+def test_loads_out_of_order_past_the_sorted_limit_are_refused(monkeypatch):
+    """Load runs taken in out of order sort every run the storage holds; past the limit the runs
+    refuse them (the guard then keeps the storage as elements), while runs in order, or inside a
+    program's earlier ones, are still taken."""
+    from tritonkit.check.engine import guard as _guard
+    monkeypatch.setattr(_guard, "_MAX_SORTED_LOAD_RUNS", 4)
+    runs = _Runs()
+    ones = np.ones(3, dtype=np.int64)
+    assert runs.add(np.array([10, 20, 30]), np.array([10, 20, 30]) + ones, np.array([0, 1, 2], dtype=np.int32),
+                    "why", store=False)
+    assert runs.add(np.array([40, 50]), np.array([41, 51]), np.array([3, 4], dtype=np.int32), "why", store=False)
+    assert runs.add(np.array([10]), np.array([11]), np.array([0], dtype=np.int32), "why", store=False)  # again
+    before = runs.load_lo
+    assert not runs.add(np.array([5]), np.array([6]), np.array([5], dtype=np.int32), "why", store=False)
+    assert runs.load_lo is before and runs.load_lo.tolist() == [10, 20, 30, 40, 50]

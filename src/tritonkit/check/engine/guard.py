@@ -40,6 +40,9 @@ class _Owners(PagedCells):
     _LAZY = {"aseq": (_NONE, np.int32)}  # only once an atomic is entered
 
 
+#: load runs a storage may hold and still take in runs out of order (each such access sorts them all:
+#: a launch loading scalars in reverse program order would sort them once per batch); more: elements
+_MAX_SORTED_LOAD_RUNS = 1 << 16
 #: an access is entered as runs (see :class:`_Runs`) while it makes at most one run per this many lanes
 _LANES_PER_RUN = 16
 
@@ -68,8 +71,9 @@ class _Runs:
         """Enter the runs one access made (any order; a program may repeat its own cells).
 
         Returns:
-            False (nothing entered) when a load's runs overlap cells another program loaded: that is
-            no conflict, but runs cannot hold it (the caller enters the storage as cells).
+            False (nothing entered) when a load's runs overlap cells another program loaded (that is
+            no conflict, but runs cannot hold it) or would be sorted into more than
+            :data:`_MAX_SORTED_LOAD_RUNS` load runs: the caller enters the storage as cells.
         Raises:
             Unbatchable: a cell is stored by one program and touched by another (in this access or
             with an earlier one).
@@ -128,6 +132,8 @@ def _insert_runs(old, lo, hi, pid, why):
         lo, hi, pid = lo[keep], hi[keep], pid[keep]
     if lo[0] >= old_hi[-1]:
         return np.concatenate((old_lo, lo)), np.concatenate((old_hi, hi)), np.concatenate((old_pid, pid))
+    if why is None and old_lo.shape[0] + lo.shape[0] > _MAX_SORTED_LOAD_RUNS:  # loads: elements from now on
+        return lo, hi, None
     return _merge_runs(np.concatenate((old_lo, lo)), np.concatenate((old_hi, hi)), np.concatenate((old_pid, pid)), why)
 
 
