@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tritonkit.check.engine.guard import _LANES_PER_RUN, _as_runs, _row_runs, _Runs, _span_runs
+from tritonkit.check.engine.runs import LANES_PER_RUN, Runs, as_runs, lane_pids, lane_runs, row_runs, span_runs
 from tritonkit.check.errors import Unbatchable
 
 # one store: lanes (program, first element, elements) of consecutive elements
@@ -31,7 +31,7 @@ def _split(cells, pids):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_store, min_size=1, max_size=5))
 def test_runs_conflict_exactly_when_two_programs_store_one_element(stores):
-    runs, model = _Runs(), {}
+    runs, model = Runs(), {}
     for store in stores:
         cells, pids = _lanes(store)
         clash = any(model.get(c, p) != p for c, p in zip(cells.tolist(), pids.tolist()))
@@ -53,9 +53,9 @@ def test_runs_conflict_exactly_when_two_programs_store_one_element(stores):
 def test_an_access_is_runs_only_when_it_makes_few(lanes):
     cells = np.array([c for _, c in lanes], dtype=np.int64)
     pids = np.array([p for p, _ in lanes], dtype=np.int32)
-    cut = _as_runs(cells, pids)
+    cut = as_runs(cells, pids)
     lo, hi, pid = _split(cells, pids)
-    if lo.shape[0] > max(1, cells.shape[0] // _LANES_PER_RUN):
+    if lo.shape[0] > max(1, cells.shape[0] // LANES_PER_RUN):
         assert cut is None
     else:
         assert cut is not None
@@ -63,7 +63,7 @@ def test_an_access_is_runs_only_when_it_makes_few(lanes):
 
 
 class _Span:
-    """The parts of a resolved access ``_span_runs`` reads: a span of consecutive ``size``-byte
+    """The parts of a resolved access ``span_runs`` reads: a span of consecutive ``size``-byte
     elements starting at byte ``lo``, ``per`` lanes per program."""
 
     def __init__(self, lo, n, per, size):
@@ -84,14 +84,14 @@ def test_a_span_store_makes_the_runs_its_lanes_make(programs, per, first, size, 
     lo = size * (first % 7)
     nbytes = lo + n * size + size * (spare - 100)
     span = _Span(lo, n, per, size)
-    got = _span_runs(span, order, size, nbytes)
+    got = span_runs(span, order, size, nbytes)
     cells = lo // size + np.arange(n, dtype=np.int64)
     pids = np.repeat(order.astype(np.int32), per)
     inside = lo + n * size <= nbytes
     if not inside or (repeat and programs > 1):
         assert got is None
         return
-    want = _as_runs(cells, pids)
+    want = as_runs(cells, pids)
     if want is None:
         assert got is None
     else:
@@ -99,7 +99,7 @@ def test_a_span_store_makes_the_runs_its_lanes_make(programs, per, first, size, 
 
 
 class _Rows:
-    """The parts of a resolved access ``_row_runs`` reads: rows of ``length`` consecutive elements
+    """The parts of a resolved access ``row_runs`` reads: rows of ``length`` consecutive elements
     starting at ``starts``, every lane active."""
 
     def __init__(self, starts, length):
@@ -121,13 +121,13 @@ def test_a_tile_store_makes_the_runs_its_lanes_make(programs, rows, length, stri
     starts = (first + tiles[:, None] * rows * stride + np.arange(rows)[None, :] * stride).reshape(-1)
     order = np.arange(10, 10 + programs, dtype=np.int64)
     ncells = 4096
-    got = _row_runs(_Rows(starts.astype(np.int64), length), order, 4, ncells)
+    got = row_runs(_Rows(starts.astype(np.int64), length), order, 4, ncells)
     cells = (starts[:, None] + np.arange(length)).reshape(-1)
     if cells.min() < 0 or cells.max() >= ncells:
         assert got is None
         return
-    want = _as_runs(cells, np.repeat(order.astype(np.int32), rows * length))
-    if length < _LANES_PER_RUN:
+    want = as_runs(cells, np.repeat(order.astype(np.int32), rows * length))
+    if length < LANES_PER_RUN:
         assert got is None
         return
     assert got is not None and want is not None
@@ -146,7 +146,7 @@ def test_load_and_store_runs_conflict_exactly_when_a_stored_element_is_shared(ac
     program stored is touched by another; a load that two programs make of one element (in it, or
     with an earlier load) is refused instead (False, nothing entered: the guard then keeps the
     storage as elements); otherwise the runs hold the model's elements exactly."""
-    runs, loaded, stored = _Runs(), {}, {}
+    runs, loaded, stored = Runs(), {}, {}
     for is_store, pieces in accesses:
         cells, pids = _lanes(pieces)
         new = {}
@@ -186,10 +186,10 @@ def test_an_access_of_one_element_per_program_is_one_run_per_program():
     within the programs allowance; scattered lanes beyond it are still refused."""
     cells = np.array([5, 70, 300], dtype=np.int64)
     pids = np.array([0, 1, 2], dtype=np.int32)
-    assert _as_runs(cells, pids) is None
-    lo, hi, pid = _as_runs(cells, pids, programs=3)
+    assert as_runs(cells, pids) is None
+    lo, hi, pid = as_runs(cells, pids, programs=3)
     assert lo.tolist() == [5, 70, 300] and hi.tolist() == [6, 71, 301] and pid.tolist() == [0, 1, 2]
-    assert _as_runs(np.array([5, 9, 70, 90], dtype=np.int64), np.array([0, 0, 1, 1], dtype=np.int32), 2) is None
+    assert as_runs(np.array([5, 9, 70, 90], dtype=np.int64), np.array([0, 0, 1, 1], dtype=np.int32), 2) is None
 
 
 @settings(max_examples=400, deadline=None)
@@ -199,7 +199,6 @@ def test_lane_runs_are_the_runs_of_every_lane(programs, per, g, seed, masked, sc
     """The runs found from where the offsets stop stepping by one cell and where each program's
     first lane is (bisection over ascending lanes) are those of every lane's cell and program, or
     None where those would be None."""
-    from tritonkit.check.engine.guard import _lane_pids, _lane_runs
     rng = np.random.default_rng(seed)
     order = (rng.permutation(programs) if shuffled else np.arange(programs)).astype(np.int64) + 3
     lanes_all = np.arange(programs * per, dtype=np.int64)
@@ -213,8 +212,8 @@ def test_lane_runs_are_the_runs_of_every_lane(programs, per, g, seed, masked, sc
     lanes = lanes_all[keep] if masked else None
     off = cells_all[keep] * g
     n = off.shape[0]
-    got = _lane_runs(off, int(off.min()), n, lanes, per, order, g)
-    want = _as_runs(off // g, _lane_pids(lanes, per, order, n), min(n, programs))
+    got = lane_runs(off, int(off.min()), n, lanes, per, order, g)
+    want = as_runs(off // g, lane_pids(lanes, per, order, n), min(n, programs))
     if want is None:
         assert got is None
     else:
@@ -226,9 +225,9 @@ def test_loads_out_of_order_past_the_sorted_limit_are_refused(monkeypatch):
     """Load runs taken in out of order sort every run the storage holds; past the limit the runs
     refuse them (the guard then keeps the storage as elements), while runs in order, or inside a
     program's earlier ones, are still taken."""
-    from tritonkit.check.engine import guard as _guard
-    monkeypatch.setattr(_guard, "_MAX_SORTED_LOAD_RUNS", 4)
-    runs = _Runs()
+    from tritonkit.check.engine import runs as _runs
+    monkeypatch.setattr(_runs, "MAX_SORTED_LOAD_RUNS", 4)
+    runs = Runs()
     ones = np.ones(3, dtype=np.int64)
     assert runs.add(np.array([10, 20, 30]), np.array([10, 20, 30]) + ones, np.array([0, 1, 2], dtype=np.int32),
                     "why", store=False)

@@ -17,6 +17,7 @@ import triton.language as tl
 import tritonkit
 from tritonkit.check.engine import batched as _engine
 from tritonkit.check.engine import guard as _guard
+from tritonkit.check.engine import runs as _runs
 from tritonkit.check import forks
 from tritonkit.check.engine import shares
 
@@ -165,7 +166,8 @@ def test_one_worker_never_shares(always_share):
     assert torch.equal(par[0], torch.full((64, 100), 2.0))
 
 
-def test_programs_of_two_shares_that_depend_on_each_other_run_serially_with_the_serial_result(always_share, host_copies):
+def test_programs_of_two_shares_that_depend_on_each_other_run_serially_with_the_serial_result(always_share,
+                                                                                             host_copies):
     """Without the race check, programs run in order see what earlier ones wrote: a program of the
     first share reads what one of the second writes, so the shares cannot stand for the serial
     run; the launch runs again in one process, batched, with the serial result."""
@@ -226,7 +228,7 @@ def test_footprints_conflict_only_where_one_writes_what_another_touches():
 
 def test_a_guard_footprint_holds_runs_cells_and_load_ranges():
     g = _guard.Guard("x")
-    runs = _guard._Runs()
+    runs = _runs.Runs()
     runs.add(np.array([0, 10]), np.array([5, 12]), np.array([0, 1], dtype=np.int32), "x")
     g.runs[7] = runs
     owners = _guard._Owners(1 << 16)
