@@ -174,10 +174,16 @@ class Guard:
             owners = self._owners(key, ncells)
             if key not in self.written:
                 self.written.add(key)
-                for pending in self.pending.pop(key, []):
+                for pending in self._take_pending(key):
                     self._enter_lazy(owners, pending, _LOAD)
-                self.pending_lanes = sum(0 if i[9] else i[1] for v in self.pending.values() for i in v)
             self._enter_lazy(owners, item, {"load": _LOAD, "store": _STORE}.get(kind, _ATOMIC))
+
+    def _take_pending(self, key: int) -> list:
+        """The storage's pending loads, no longer pending (the count of pending lanes updated)."""
+        items = self.pending.pop(key, [])
+        if items:
+            self.pending_lanes = sum(0 if i[9] else i[1] for v in self.pending.values() for i in v)
+        return items
 
     def _start_runs(self, key: int, nbytes: int) -> Optional[Runs]:
         """The first write to a storage: keep it as runs, its pending loads (if any) entered as load
@@ -188,8 +194,7 @@ class Guard:
             cut = _item_runs(item, nbytes)
             if cut is None or not runs.add(*cut, self.why, store=False):
                 return None
-        if self.pending.pop(key, None):
-            self.pending_lanes = sum(0 if i[9] else i[1] for v in self.pending.values() for i in v)
+        self._take_pending(key)
         self.runs[key] = runs
         self.written.add(key)
         return runs

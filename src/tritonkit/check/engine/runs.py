@@ -1,7 +1,12 @@
 """Runs: the intervals of a storage's elements the batched engine's guard (:mod:`.guard`) keeps
 instead of per-element state while every program touches elements of its own, and the ways an
 access's runs are found (from its lanes, from a span's first element, from a tile's rows, or from
-where its offsets stop stepping by one element and where each program's first lane is)."""
+where its offsets stop stepping by one element and where each program's first lane is).
+
+The runs of an access, as these functions give them, are ``(lo, hi, pid)``: three arrays of one
+entry per run, the run's first cell (int64), its end (int64, exclusive) and its program's execution
+index (int32); a cell is an element of the storage (``g`` bytes). None of them raises but
+:meth:`Runs.add`."""
 from __future__ import annotations
 
 import numpy as np
@@ -37,7 +42,8 @@ class Runs:
         return interval_cells(self.load_lo, self.load_hi), np.repeat(self.load_pid, self.load_hi - self.load_lo)
 
     def add(self, lo: np.ndarray, hi: np.ndarray, pid: np.ndarray, why: str, store: bool = True) -> bool:
-        """Enter the runs one access made (any order; a program may repeat its own cells).
+        """Enter the runs ``lo``, ``hi``, ``pid`` one access made (see the module; any order, a program
+        may repeat its own cells); ``store``: a store (else a load).
 
         Returns:
             False (nothing entered) when a load's runs overlap cells another program loaded (that is
@@ -131,7 +137,7 @@ def _merge_runs(lo, hi, pid, why):
 
 
 def as_runs(cells: np.ndarray, pids: np.ndarray, programs: int = 1):
-    """The runs (``lo``, ``hi``, ``pid``) of one access's cells, each lane's program in ``pids``:
+    """The runs of one access's cells (int64 ``(n,)``), each lane's program in ``pids`` (int32 ``(n,)``):
     None when they break into more than one run per ``LANES_PER_RUN`` lanes and more than
     ``programs`` runs (an access of a few elements per program makes one run per program; scattered
     accesses are cheaper as cells)."""
@@ -176,7 +182,7 @@ def _split_at(breaks: np.ndarray, n: int):
 
 
 def span_runs(res, order: np.ndarray, g: int, nbytes: int):
-    """The runs of a store whose lanes are all active and consecutive cells inside the storage
+    """The runs of an access whose lanes are all active and consecutive cells inside the storage
     (``res.contiguous``), ``res.per`` lanes per program of ``order``: one run per program, found
     without a pass over the lanes (what :func:`as_runs` gives them). None when that does not hold."""
     per, n = res.per, res.n
@@ -191,7 +197,7 @@ def span_runs(res, order: np.ndarray, g: int, nbytes: int):
 
 
 def row_runs(res, order: np.ndarray, g: int, ncells: int):
-    """The runs of a store of every lane whose lanes are rows of consecutive cells inside the storage
+    """The runs of an access of every lane whose lanes are rows of consecutive cells inside the storage
     (:meth:`~tritonkit.check.memory.resolved.Resolved.rows`, ``g``-byte elements: a tile's rows), each
     program's rows one after another: the runs found from the rows' first cells, without a pass over
     the lanes (what :func:`as_runs` gives them). None when that does not hold."""

@@ -88,6 +88,13 @@ def _saves_and_merges(loop: str, names: List[str]):
     return saves, ([guard] if merges else [])
 
 
+def _located(stmts: List[ast.stmt], node: ast.AST) -> List[ast.stmt]:
+    """``stmts``, made in place of ``node``, given its location."""
+    for s in stmts:
+        ast.copy_location(s, node)
+    return stmts
+
+
 def _is_range(node) -> bool:
     if not isinstance(node, ast.Call):
         return False
@@ -199,9 +206,7 @@ class _LoopTransformer(ast.NodeTransformer):
         new_for = ast.For(target=node.target, iter=_name(loop), body=[head] + saves + node.body + merges, orelse=[],
                           type_comment=None)
         out = [make, new_for, tail]
-        for n in out:
-            ast.copy_location(n, node)
-        return out
+        return _located(out, node)
 
     def visit_While(self, node: ast.While):
         node = self._visit_body(node)
@@ -217,9 +222,7 @@ class _LoopTransformer(ast.NodeTransformer):
                         keywords=[])
         new_while = ast.While(test=test, body=saves + node.body + merges, orelse=[])
         out = [make, new_while]
-        for n in out:
-            ast.copy_location(n, node)
-        return out
+        return _located(out, node)
 
     def visit_IfExp(self, node: ast.IfExp):
         """``a if c else b``: :func:`.simt.if_exp` of thunks of ``a`` and ``b``."""
@@ -245,9 +248,7 @@ class _LoopTransformer(ast.NodeTransformer):
             leave = ast.Expr(value=_method(branch, "leave", []))
             enter = _method(branch, "enter", [ast.Constant(taken)])
             out.append(ast.If(test=enter, body=saves + body + merges + [leave], orelse=[]))
-        for n in out:
-            ast.copy_location(n, node)
-        return out
+        return _located(out, node)
 
 
 def _bare_return(node) -> bool:
