@@ -18,6 +18,7 @@ import ast
 import copy
 import itertools
 import linecache
+import textwrap
 from typing import List, Optional
 
 from triton.runtime import interpreter as _interp
@@ -57,6 +58,60 @@ def _name(id_: str, store: bool = False) -> ast.Name:
 def _call(attr: str, args, keywords=()) -> ast.Call:
     return ast.Call(func=ast.Attribute(value=_name(_MODULE), attr=attr, ctx=ast.Load()), args=list(args),
                     keywords=list(keywords))
+
+
+#: node classes that hold nothing a rewrite changes (names, constants, contexts, operators): the
+#: transformers here do not walk into them unless one has a visitor for their class
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+_GENERIC, _LEAF = object(), object()
+
+
+class _FastTransformer(ast.NodeTransformer):
+    """``ast.NodeTransformer``, walked faster: each node class's visitor is looked up once per
+    transformer class, and the nodes of :data:`_LEAVES` are not walked into where no visitor wants
+    them (a third of a kernel's nodes are names, constants and their contexts). The results are
+    ``ast.NodeTransformer``'s."""
+
+    _tables: dict = {}
+
+    def visit(self, node):
+        cls = node.__class__
+        table = _FastTransformer._tables.setdefault(type(self), {})
+        how = table.get(cls)
+        if how is None:
+            how = getattr(type(self), "visit_" + cls.__name__, None)
+            if how is None or how is getattr(ast.NodeVisitor, "visit_" + cls.__name__, None):
+                how = _LEAF if issubclass(cls, _LEAVES) else _GENERIC
+            table[cls] = how
+        if how is _LEAF:
+            return node
+        if how is _GENERIC:
+            return self.generic_visit(node)
+        return how(self, node)
+
+    def generic_visit(self, node):
+        visit, AST = self.visit, ast.AST
+        for field in node._fields:
+            old = getattr(node, field, None)
+            if isinstance(old, list):
+                new = []
+                for value in old:
+                    if isinstance(value, AST):
+                        value = visit(value)
+                        if value is None:
+                            continue
+                        if not isinstance(value, AST):
+                            new.extend(value)
+                            continue
+                    new.append(value)
+                old[:] = new
+            elif isinstance(old, AST):
+                value = visit(old)
+                if value is None:
+                    delattr(node, field)
+                elif value is not old:
+                    setattr(node, field, value)
+        return node
 
 
 def _thunk(expr) -> ast.Lambda:
@@ -104,42 +159,46 @@ def _is_range(node) -> bool:
 
 def _locals_of(fn: ast.FunctionDef) -> set:
     """The local variable names of a function: its parameters and every name it binds (not in
-    nested scopes), as Python decides them."""
+    nested scopes), less those it declares ``global`` or ``nonlocal``, as Python decides them."""
     a = fn.args
     names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
     names.update(x.arg for x in (a.vararg, a.kwarg) if x is not None)
-
-    def walk(node) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(child.name)
-                continue
-            if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-                continue
-            if isinstance(child, ast.Name) and isinstance(child.ctx, (ast.Store, ast.Del)):
-                names.add(child.id)
-            elif isinstance(child, ast.alias):
-                names.add((child.asname or child.name).split(".")[0])
-            walk(child)
-
-    for stmt in fn.body:
-        walk(stmt)
-    declared = {n for node in ast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+    declared: set = set()
+    nested = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    stack = list(fn.body)
+    while stack:  # one walk, the function's own scope only
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, nested):
+            continue
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                names.add(node.id)
+            continue
+        if isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        stack.extend(ast.iter_child_nodes(node))
     return {n for n in names - declared if not n.startswith("_tk_")}
-
-
-def _loaded(node) -> set:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _dead_on_entry(body: List[ast.stmt], names: List[str]) -> List[bool]:
     """For each name, whether the body assigns it (a plain top-level assignment) before anything reads it."""
     dead = {}
     for stmt in body:
-        loads = _loaded(stmt) | {n.target.id for n in ast.walk(stmt)
-                                 if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}  # x += ...
-        stores = ({t.id for t in ast.walk(stmt) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
-                  if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else ())
+        loads, stores = set(), set()
+        assigns = isinstance(stmt, (ast.Assign, ast.AnnAssign))
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name):
+                if isinstance(n.ctx, ast.Load):
+                    loads.add(n.id)
+                elif assigns and isinstance(n.ctx, ast.Store):
+                    stores.add(n.id)
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                loads.add(n.target.id)  # x += ...
         for n in loads:
             dead.setdefault(n, False)
         for n in stores:
@@ -178,7 +237,7 @@ def _compaction(loop: str, node: ast.For, local_names: set):
     return head, tail
 
 
-class _LoopTransformer(ast.NodeTransformer):
+class _LoopTransformer(_FastTransformer):
     def __init__(self, local_names: set) -> None:
         self.local_names = local_names
         self.loops = 0  # loops around the node being visited
@@ -296,7 +355,7 @@ def _fold(stmts: List[ast.stmt]) -> List[ast.stmt]:
     return stmts
 
 
-class _BuiltinsTransformer(ast.NodeTransformer):
+class _BuiltinsTransformer(_FastTransformer):
     """What Python would evaluate per program but Triton's compiler evaluates on kernel values:
     ``min(...)``/``max(...)`` calls (given what the name means there; a local of that name is left
     alone) become :func:`.simt.builtin_minmax` calls, ``a and b``/``a or b`` become
@@ -324,14 +383,90 @@ class _BuiltinsTransformer(ast.NodeTransformer):
         return node
 
 
+def _one_pass(triton_cls: type, ours: tuple) -> Optional[type]:
+    """A transformer class that applies Triton's rewrite (``triton_cls``) and ``ours`` (our
+    transformer classes, whose node classes are disjoint) in one walk, each node's children first,
+    then Triton's rule for it, then ours: what their walks one after the other make, as no rule
+    here makes a node that another rule rewrites. None where ``triton_cls`` walks its own way or has a
+    visitor for a node class ours rewrite too (then each takes its own walk, in order)."""
+    key = (triton_cls, ours)
+    if key not in _ONE_PASS:
+        mine = {m for cls in ours for m in vars(cls) if m.startswith("visit_")}
+        theirs = {m for cls in triton_cls.__mro__ if cls not in (ast.NodeTransformer, ast.NodeVisitor, object)
+                  for m in vars(cls) if m.startswith(("visit", "generic_visit"))}
+        if mine & theirs or {"visit", "generic_visit"} & theirs:
+            _ONE_PASS[key] = None
+        else:
+            def __init__(self, local_names: set) -> None:
+                triton_cls.__init__(self)
+                for cls in ours:
+                    cls.__init__(self, local_names)
+            _ONE_PASS[key] = type("_OnePass", ours + (triton_cls,), {"__init__": __init__})
+    return _ONE_PASS[key]
+
+
+_ONE_PASS: dict = {}
+
+
+def _function_source(fn):
+    """``(file, line of the def, the function's source from its def line, dedented)`` from the
+    file's lines as ``linecache`` holds them, or None. ``inspect.getsourcelines``, which Triton's
+    rewriter calls, tokenizes the function to find its end (1-2 ms of a kernel's first rewrite on
+    the CPU machine): here the source ends before the first line of code indented no deeper than
+    the ``def`` (not a closing bracket), and the caller checks that the parsed function covers every
+    line of the function's code (:func:`_covers`), else takes Triton's way."""
+    code = fn.__code__
+    filename = code.co_filename
+    linecache.checkcache(filename)
+    lines = linecache.getlines(filename)
+    start = next((i for i in range(max(0, code.co_firstlineno - 1), len(lines))
+                  if lines[i].lstrip().startswith("def ")), None)
+    if start is None:
+        return None
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = len(lines)
+    for i in range(start + 1, len(lines)):
+        text = lines[i].lstrip()
+        if text and text[0] != "#" and len(lines[i]) - len(text) <= indent and text[0] not in ")]}":
+            end = i
+            break
+    while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    return filename, start + 1, textwrap.dedent("".join(lines[start:end]))
+
+
+def _covers(tree: ast.Module, fn) -> bool:
+    """Whether ``tree`` is one function whose lines reach the last line of ``fn``'s code."""
+    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    last = max((line for _, _, line in fn.__code__.co_lines() if line is not None), default=0)
+    return tree.body[0].end_lineno >= last
+
+
 class TritonRewriter(_interp.FunctionRewriter):
     """Triton's interpreter rewrite of a ``@triton.jit`` function, with ``min``/``max``, ``and``/``or``
     and ``not`` as Triton's compiler has them (:class:`_BuiltinsTransformer`): the sequential
-    engine's rewrite."""
+    engine's rewrite.
 
-    #: whether :meth:`_transform_ast` gives the nodes it made their locations (a subclass that
-    #: transforms further does it once at its end)
-    _fix_locations = True
+    The function's source is taken from its file's lines (:func:`_function_source`, Triton's way
+    where that fails), parsed at its def's line of the file instead of every node moved there
+    after, and transformed in one walk (:func:`_one_pass`); the nodes made without a location are
+    given one once, at the end. The result is Triton's rewrite followed by ours."""
+
+    #: our transformers, applied after Triton's, in order (:func:`_one_pass` merges the walks)
+    _ours: tuple = (_BuiltinsTransformer,)
+
+    def rewrite_ast(self):
+        found = _function_source(self.fn)
+        if found is not None:
+            self.filename, self.def_file_lineno, src = found
+            try:
+                tree = self._parse(src)
+            except SyntaxError:  # not the function's whole source: Triton's way finds it
+                tree = None
+            if tree is not None and _covers(tree, self.fn):
+                return self._compile_and_exec(self._transform(tree))
+        return super().rewrite_ast()
 
     def _get_jit_fn_file_line(self):
         """The function's file and the line of its ``def`` in it (below its decorators), as Triton's
@@ -346,31 +481,38 @@ class TritonRewriter(_interp.FunctionRewriter):
         return super()._get_jit_fn_file_line()
 
     def _transform_ast(self, src):
-        # Triton's transform (its assignments through ``interpreter_semantic.to_tensor``), with the
-        # source parsed at its def's line of the file instead of every node moved there after, and
-        # the nodes made without a location given one once, at the end
-        tree = self.ast_transformer.visit(ast.parse("\n" * (self.def_file_lineno - 1) + src))
-        fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        self.local_names = _locals_of(fn) if fn is not None else set()
-        tree = _BuiltinsTransformer(self.local_names).visit(tree)
-        if self._fix_locations:
-            ast.fix_missing_locations(tree)
+        # Triton's rewrite_ast calls it (where the source was not found from the file's lines)
+        return self._transform(self._parse(src))
+
+    def _parse(self, src: str) -> ast.Module:
+        return ast.parse("\n" * (self.def_file_lineno - 1) + src)
+
+    def _transform(self, tree: ast.Module) -> ast.Module:
+        fns = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        self.local_names = _locals_of(fns[0]) if fns else set()
+        for fn in fns:
+            self._prepare(fn)
+        combined = _one_pass(type(self.ast_transformer), self._ours)
+        if combined is not None:
+            tree = combined(self.local_names).visit(tree)
+        else:
+            tree = self.ast_transformer.visit(tree)
+            for cls in self._ours:
+                tree = cls(self.local_names).visit(tree)
+        ast.fix_missing_locations(tree)
         return tree
+
+    def _prepare(self, fn: ast.FunctionDef) -> None:
+        """What is done to the parsed function before it is transformed (nothing here)."""
 
 
 class SimtRewriter(TritonRewriter):
     """Triton's interpreter rewrite of a ``@triton.jit`` function (with :class:`TritonRewriter`'s
-    ``min``/``max``, ``and``/``or`` and ``not``), then its early returns folded into branches
-    (:func:`fold_early_returns`), and its loops and branches made runnable over a batch whose
-    programs diverge (see :mod:`.simt`)."""
+    ``min``/``max``, ``and``/``or`` and ``not``), its early returns folded into branches
+    (:func:`fold_early_returns`, on the parsed function: the rewrites commute with it), and its
+    loops and branches made runnable over a batch whose programs diverge (see :mod:`.simt`)."""
 
-    _fix_locations = False
+    _ours = (_BuiltinsTransformer, _LoopTransformer)
 
-    def _transform_ast(self, src):
-        tree = super()._transform_ast(src)
-        for fn in tree.body:
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                fn.body = fold_early_returns(fn.body) or [ast.Pass()]
-        tree = _LoopTransformer(self.local_names).visit(tree)
-        ast.fix_missing_locations(tree)
-        return tree
+    def _prepare(self, fn: ast.FunctionDef) -> None:
+        fn.body = fold_early_returns(fn.body) or [ast.Pass()]
