@@ -282,3 +282,21 @@ def test_fp32_multiply_add_is_one_fma_unless_fusion_is_off(dtype, engine):
         expect = once if fusion and dtype == torch.float32 else twice
         assert torch.equal(out[:n], expect[0]) and torch.equal(out[n:], expect[1])
     assert not torch.equal(once[0], twice[0])  # the inputs tell the two apart
+
+
+@pytest.mark.parametrize("requested", [True, None], ids=["enable_fp_fusion", "default"])
+def test_fusion_forced_off_by_tritons_setting_rounds_the_product_first(monkeypatch, requested):
+    """``TRITON_FORCE_DISABLE_FP_FUSION=1`` makes Triton compile without fma contraction even where
+    the launch asks for it: the interpreter rounds the product first as well."""
+    torch.manual_seed(5)
+    n = 4096
+    a, b, c = (torch.randn(n) * s for s in (3, 2, 5))
+    twice = torch.cat([(a * b) + c, c - (a * b)])
+    kwargs = {} if requested is None else {"enable_fp_fusion": requested}
+    for forced in ("0", "1"):
+        monkeypatch.setenv("TRITON_FORCE_DISABLE_FP_FUSION", forced)
+        monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+        out = torch.zeros(2 * n)
+        with tritonkit.checking():
+            mul_add_kernel[(triton.cdiv(n, 512),)](a, b, c, out, n, BLOCK=512, **kwargs)
+        assert torch.equal(out, twice) == (forced == "1")

@@ -21,7 +21,7 @@ from ..interp.kernels import LOCK, innermost_file, innermost_kernel_frame, trace
 from ..results import LaunchRecord
 from ..triton_hooks import patched_language
 from .arguments import ArgMapper, RawPointers, bind_arguments, normalize_grid, scalar_specs, spec_item
-from .state import Launch
+from .state import Launch, fp_fusion_enabled
 
 _TRITONKIT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: Triton's front end (``triton/language``, ``triton/compiler``): what it raises, a GPU compile raises too
@@ -81,7 +81,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
     dims, ndim = normalize_grid(grid, kernel)
     launch = Launch(session, pyfn, dims, ndim, config)
     if "enable_fp_fusion" in kwargs:
-        launch.fp_fusion = bool(kwargs["enable_fp_fusion"])
+        launch.fp_fusion = fp_fusion_enabled(kwargs["enable_fp_fusion"])
     record = launch.record
     session.begin_launch(launch)
     if dims[0] * dims[1] * dims[2] == 0:

@@ -33,14 +33,25 @@ class Batch:
     coords: Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def default_fp_fusion() -> bool:
-    """Triton's default for ``enable_fp_fusion`` (``triton.knobs.language.default_fp_fusion`` where
-    this Triton has it, else ``TRITON_DEFAULT_FP_FUSION``; on unless set to 0)."""
-    try:
-        import triton
-        return bool(triton.knobs.language.default_fp_fusion)
-    except AttributeError:
-        return os.environ.get("TRITON_DEFAULT_FP_FUSION", "1").lower() not in ("0", "false", "off", "no")
+def _env_on(name: str, default: str) -> bool:
+    return os.environ.get(name, default).strip().lower() not in ("", "0", "false", "off", "no")
+
+
+def fp_fusion_enabled(requested: Optional[bool] = None) -> bool:
+    """Whether Triton's compiler contracts a float multiply and the add or subtract of its product
+    into one fma for a launch given ``enable_fp_fusion=requested`` (None: not given): never under
+    ``TRITON_FORCE_DISABLE_FP_FUSION``, else as requested, else Triton's default
+    (``triton.knobs.language.default_fp_fusion`` where this Triton has the knobs, else
+    ``TRITON_DEFAULT_FP_FUSION``; on unless set to 0)."""
+    import triton
+    language = getattr(getattr(triton, "knobs", None), "language", None)
+    force_off = getattr(language, "force_disable_fp_fusion", None)
+    if bool(force_off) if force_off is not None else _env_on("TRITON_FORCE_DISABLE_FP_FUSION", "0"):
+        return False
+    if requested is not None:
+        return bool(requested)
+    default = getattr(language, "default_fp_fusion", None)
+    return bool(default) if default is not None else _env_on("TRITON_DEFAULT_FP_FUSION", "1")
 
 
 class Launch:
@@ -92,7 +103,7 @@ class Launch:
         self.spec_key: tuple = ()
         self.work_key: tuple = ()
         self.entry_frame = None
-        self.fp_fusion = default_fp_fusion()
+        self.fp_fusion = fp_fusion_enabled()
         self.found = False  # a finding was reported for this launch
         self.stall_polls = getattr(session, "stall_polls", 0)
         self._poll = (None, -1, 0)  # (what was polled, memory changes then, polls since)
