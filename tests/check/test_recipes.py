@@ -171,6 +171,82 @@ def test_what_cannot_be_replayed_runs_the_front_end_every_time(member, fresh_rec
     assert first.handle.data.tolist() != second.handle.data.tolist()
 
 
+class _ConstantsBuilder(_Builder):
+    """:class:`_Builder` with a constant maker and a broadcast."""
+
+    def get_fp32(self, v):
+        return _interp.TensorHandle(np.array([v], np.float32), tl.float32)
+
+    def create_splat(self, h, shape):
+        return _interp.TensorHandle(np.full(shape, h.data[0], np.float32), tl.float32)
+
+
+def _load_like(a, other, _semantic=None):
+    """Triton's ``tl.load`` front end in little: ``other`` made a tensor, then ``if other`` asked
+    of its data to decide what the builder is given (``other=0.0``: nothing)."""
+    _semantic.front_end_runs = getattr(_semantic, "front_end_runs", 0) + 1
+    b = _semantic.builder
+    o = tl.tensor(b.create_splat(b.get_fp32(other), [2]), a.type)
+    recipes.read_data(o.handle)
+    return tl.tensor(b.create_fmul(a.handle, o.handle) if o.handle.data.any() else a.handle, a.type)
+
+
+def _reads_a_broadcast_argument(a, _semantic=None):
+    """Reads the data of a value made from an argument: that depends on the argument's data."""
+    _semantic.front_end_runs = getattr(_semantic, "front_end_runs", 0) + 1
+    s = _semantic.builder.create_splat(a.handle, [2])
+    recipes.read_data(s)
+    return tl.tensor(s, a.type)
+
+
+def test_data_made_from_the_calls_constants_alone_is_replayed(fresh_recipes):
+    """What the front end reads of a value made from constants of the key is the same in every call
+    with that key: the recording stands, and each constant keeps its own recipe."""
+    sem = _Semantic(_ConstantsBuilder())
+    for x in ([1, 2], [3, 4]):
+        for other in (0.0, 2.0):
+            out = recipes.call(_load_like, (_tensor(x), other), {}, sem)
+            assert out.handle.data.tolist() == [v * other if other else v for v in x]
+    assert sem.front_end_runs == 2  # one recording per key, then replays
+    assert len(fresh_recipes) == 2 and all(r is not None for r in fresh_recipes.values())
+
+
+def test_data_made_from_an_argument_is_not_replayed(fresh_recipes):
+    sem = _Semantic(_ConstantsBuilder())
+    recipes.call(_reads_a_broadcast_argument, (_tensor([1, 2]),), {}, sem)
+    out = recipes.call(_reads_a_broadcast_argument, (_tensor([3, 4]),), {}, sem)
+    assert sem.front_end_runs == 2 and all(r is None for r in fresh_recipes.values())
+    assert out.handle.data.tolist() == [3, 3]
+
+
+@triton.jit
+def _loads_with_other(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m, other=0.0))
+    tl.store(out_ptr + BLOCK * tl.num_programs(0) + offs, tl.load(x_ptr + offs, mask=m, other=7.0))
+
+
+def test_a_masked_load_with_other_is_replayed(fresh_recipes, monkeypatch):
+    """``tl.load(..., other=c)``: Triton's front end asks ``if other`` of the tensor it makes of ``c``,
+    a read of data the key fixes, so the load is replayed, each ``c`` from its own recipe."""
+    from triton.language import semantic
+    loads = []
+    original = semantic.TritonSemantic.load
+    monkeypatch.setattr(semantic.TritonSemantic, "load", lambda sem, *a, **k: loads.append(1) or original(sem, *a, **k))
+    x = torch.rand(200)
+    for launch in range(2):
+        out = torch.full((512,), -1.0)
+        with tritonkit.checking() as s:
+            _loads_with_other[(4,)](x, out, 200, BLOCK=64)
+        assert not s.findings
+        assert torch.equal(out[:200], x) and torch.equal(out[200:256], torch.zeros(56))
+        assert torch.equal(out[256:456], x) and torch.equal(out[456:], torch.full((56,), 7.0))
+        if launch == 0:
+            recorded = len(loads)
+    assert recorded > 0 and len(loads) == recorded  # the second launch ran no front end of a load
+
+
 def test_arguments_that_make_no_key_run_the_front_end(fresh_recipes):
     sem = _Semantic(_Builder())
 

@@ -201,7 +201,7 @@ def tensor_bool(self) -> bool:
     Raises:
         Divergence: a batched scalar whose value differs between the batch's programs.
     """
-    read_data()
+    read_data(self.handle)
     if is_batched(self.handle):
         v = _uniform(self)
         return True if v is None else bool(v)
@@ -216,7 +216,7 @@ def tensor_index(self) -> int:
         Divergence: a batched scalar whose value differs between the batch's programs.
         TypeError: a block (only a scalar can be an index).
     """
-    read_data()
+    read_data(self.handle)
     if is_batched(self.handle):
         v = _uniform(self)
         if v is None:
