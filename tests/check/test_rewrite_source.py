@@ -27,7 +27,8 @@ def multi_line_signature(
         return
     for i in range(n):
         x += min(i, n) if i and not n else max(i, 1)
-    tl.store(x, 1)
+        y = min(i, n) if i and not n else max(i, 1)
+    tl.store(x, y)
 
 
 @triton.jit
@@ -152,32 +153,57 @@ def _library_functions():
     return fns
 
 
+def _separate_walks(ours):
+    """What :func:`rewrite._one_pass` stands for: each of ``ours`` in its own walk, in order."""
+    class Separate:
+        def __init__(self, local_names):
+            self.local_names = local_names
+
+        def visit(self, tree):
+            for cls in ours:
+                tree = cls(self.local_names).visit(tree)
+            return tree
+    return Separate
+
+
+class _AssignsLikeTriton36(ast.NodeTransformer):
+    """Triton 3.6's interpreter transform: an assignment's value wrapped in ``to_tensor``, its
+    targets walked, the value itself not walked into."""
+
+    def visit_Assign(self, node):
+        node.targets = [self.visit(t) for t in node.targets]
+        call = ast.Attribute(value=ast.Name(id="interpreter_semantic", ctx=ast.Load()), attr="to_tensor",
+                             ctx=ast.Load())
+        node.value = ast.Call(func=call, args=[node.value, ast.Constant(value=False)], keywords=[])
+        return node
+
+
+@pytest.mark.parametrize("triton_transformer", [None, _AssignsLikeTriton36()], ids=["this-triton", "triton-3.6"])
 @pytest.mark.parametrize("rewriter_cls", [TritonRewriter, SimtRewriter], ids=["sequential", "simt"])
-def test_one_walk_makes_what_the_walks_one_after_the_other_make(layouts, rewriter_cls, monkeypatch):
+def test_the_fast_walks_make_what_the_walks_one_after_the_other_make(layouts, rewriter_cls, triton_transformer):
     fns = _library_functions() + [_function(layouts, n) for n in _NAMES]
     assert len(fns) > 20
+    cls = rewriter_cls if triton_transformer is None else type("R", (rewriter_cls,),
+                                                                 {"ast_transformer": triton_transformer})
     for fn in fns:
         rewrite._counter = __import__("itertools").count()
-        one, _ = _tree(rewriter_cls, fn)
+        fast, _ = _tree(cls, fn)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(rewrite, "_one_pass", lambda *args: None)
-            separate, _ = _tree(rewriter_cls, fn)
-        assert one == separate, fn.__qualname__
+            mp.setattr(rewrite, "_one_pass", _separate_walks)
+            mp.setattr(rewrite, "_fast", lambda triton_cls: None)  # Triton's own walk
+            separate, _ = _tree(cls, fn)
+        assert fast == separate, fn.__qualname__
+        if fn.__name__ == "multi_line_signature":  # ``y = min(...) if ... else max(...)`` rewritten too
+            assert "func=Name(id='min'" not in fast and "func=Name(id='max'" not in fast
 
 
-def test_one_walk_is_not_made_where_tritons_transformer_has_a_visitor_of_ours():
-    class Clashing(_interp.ASTTransformer):
-        def visit_Call(self, node):
-            return self.generic_visit(node)
-
+def test_tritons_transformer_keeps_its_own_walk_where_it_defines_one():
     class OwnWalk(_interp.ASTTransformer):
         def generic_visit(self, node):
             return super().generic_visit(node)
 
-    ours = (rewrite._BuiltinsTransformer, rewrite._LoopTransformer)
-    assert rewrite._one_pass(_interp.ASTTransformer, ours) is not None
-    assert rewrite._one_pass(Clashing, ours) is None
-    assert rewrite._one_pass(OwnWalk, ours) is None
+    assert rewrite._fast(_interp.ASTTransformer) is not None
+    assert rewrite._fast(OwnWalk) is None
 
 
 class _Edits:

@@ -56,7 +56,20 @@ _VALUE = tl.core.base_value
 _LANG_TUPLE = getattr(tl.core, "tuple", None)
 #: what a builder call may be given as a constant (what else it is given must be a value of the call)
 _CONSTANTS = frozenset({bool, int, float, str, bytes, type(None), type(Ellipsis), slice, type})
-_CONSTANT_KINDS = (tl.dtype, np.dtype, enum.Enum, np.generic)
+
+
+def _ir_enums() -> tuple:
+    """Triton's IR enumerations (cache modifier, eviction policy, ...) that are not ``enum.Enum``s:
+    Triton 3.6 builds them with pybind11, and its front end hands their members to the builder."""
+    try:
+        from triton._C.libtriton import ir
+    except ImportError:  # pragma: no cover
+        return ()
+    kinds = (getattr(ir, name) for name in dir(ir))
+    return tuple(k for k in kinds if isinstance(k, type) and hasattr(k, "__members__") and not issubclass(k, enum.Enum))
+
+
+_CONSTANT_KINDS = (tl.dtype, np.dtype, enum.Enum, np.generic) + _ir_enums()
 _SCALARS = (bool, int, float, str, type(None), type(Ellipsis))
 
 #: the most recipes kept; past it the cache is emptied (a generated kernel per call would grow it)

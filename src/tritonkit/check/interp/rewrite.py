@@ -383,28 +383,30 @@ class _BuiltinsTransformer(_FastTransformer):
         return node
 
 
-def _one_pass(triton_cls: type, ours: tuple) -> Optional[type]:
-    """A transformer class that applies Triton's rewrite (``triton_cls``) and ``ours`` (our
-    transformer classes, whose node classes are disjoint) in one walk, each node's children first,
-    then Triton's rule for it, then ours: what their walks one after the other make, as no rule
-    here makes a node that another rule rewrites. None where ``triton_cls`` walks its own way or has a
-    visitor for a node class ours rewrite too (then each takes its own walk, in order)."""
-    key = (triton_cls, ours)
-    if key not in _ONE_PASS:
-        mine = {m for cls in ours for m in vars(cls) if m.startswith("visit_")}
-        theirs = {m for cls in triton_cls.__mro__ if cls not in (ast.NodeTransformer, ast.NodeVisitor, object)
-                  for m in vars(cls) if m.startswith(("visit", "generic_visit"))}
-        if mine & theirs or {"visit", "generic_visit"} & theirs:
-            _ONE_PASS[key] = None
-        else:
-            def __init__(self, local_names: set) -> None:
-                triton_cls.__init__(self)
-                for cls in ours:
-                    cls.__init__(self, local_names)
-            _ONE_PASS[key] = type("_OnePass", ours + (triton_cls,), {"__init__": __init__})
-    return _ONE_PASS[key]
+def _fast(triton_cls: type) -> Optional[type]:
+    """Triton's transformer class walked as :class:`_FastTransformer` walks (its rules unchanged: it
+    visits what it visits, Triton 3.6's assignments not their values), or None where it walks its
+    own way (it defines ``visit`` or ``generic_visit``)."""
+    if triton_cls not in _FAST:
+        own = {m for cls in triton_cls.__mro__ if cls not in (ast.NodeTransformer, ast.NodeVisitor, object)
+               for m in vars(cls) if m in ("visit", "generic_visit")}
+        _FAST[triton_cls] = None if own else type("_FastTriton", (_FastTransformer, triton_cls), {})
+    return _FAST[triton_cls]
 
 
+def _one_pass(ours: tuple) -> type:
+    """One transformer class that applies ``ours`` (our transformer classes, whose node classes are
+    disjoint) in one walk, each node's children first, then each rule of ours for it: what their
+    walks one after the other make, as no rule of one makes a node another rewrites."""
+    if ours not in _ONE_PASS:
+        def __init__(self, local_names: set) -> None:
+            for cls in ours:
+                cls.__init__(self, local_names)
+        _ONE_PASS[ours] = type("_OnePass", ours, {"__init__": __init__})
+    return _ONE_PASS[ours]
+
+
+_FAST: dict = {}
 _ONE_PASS: dict = {}
 
 
@@ -450,10 +452,12 @@ class TritonRewriter(_interp.FunctionRewriter):
 
     The function's source is taken from its file's lines (:func:`_function_source`, Triton's way
     where that fails), parsed at its def's line of the file instead of every node moved there
-    after, and transformed in one walk (:func:`_one_pass`); the nodes made without a location are
-    given one once, at the end. The result is Triton's rewrite followed by ours."""
+    after, and transformed in two walks: Triton's (:func:`_fast`), then ours in one
+    (:func:`_one_pass`); the nodes made without a location are given one once, at the end. The
+    result is Triton's rewrite followed by ours. (Triton's rules cannot share our walk: Triton 3.6's
+    ``visit_Assign`` does not walk into the value it wraps.)"""
 
-    #: our transformers, applied after Triton's, in order (:func:`_one_pass` merges the walks)
+    #: our transformers, applied after Triton's, in order (:func:`_one_pass` merges their walks)
     _ours: tuple = (_BuiltinsTransformer,)
 
     def rewrite_ast(self):
@@ -492,13 +496,9 @@ class TritonRewriter(_interp.FunctionRewriter):
         self.local_names = _locals_of(fns[0]) if fns else set()
         for fn in fns:
             self._prepare(fn)
-        combined = _one_pass(type(self.ast_transformer), self._ours)
-        if combined is not None:
-            tree = combined(self.local_names).visit(tree)
-        else:
-            tree = self.ast_transformer.visit(tree)
-            for cls in self._ours:
-                tree = cls(self.local_names).visit(tree)
+        fast = _fast(type(self.ast_transformer))
+        tree = (fast() if fast is not None else self.ast_transformer).visit(tree)  # Triton's walk
+        tree = _one_pass(self._ours)(self.local_names).visit(tree)  # then ours, in one walk
         ast.fix_missing_locations(tree)
         return tree
 
