@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 import tritonkit
+from tritonkit.check.interp.batched import BatchedBuilder
 
 import embedding as em
 import grad_accumulate as ga
@@ -350,8 +351,10 @@ def test_a_race_between_programs_of_different_batches_is_found_like_one_program_
             raise
     monkeypatch.setattr(_guard.Guard, "_check_summary", checked)
 
+    monkeypatch.setattr(_engine, "_probe", lambda *args: 0.0)  # no probe: a first batch of 4 programs
+
     def go():
-        _engine._PER_PROGRAM.clear()  # the first batch is the 4-program probe, whatever ran before
+        _engine._PER_PROGRAM.clear()  # the first batch has 4 programs, whatever ran before
         x = torch.arange(5 * 128, dtype=torch.float32)
         kernel[(5,)](x, 5 * 128, AHEAD=4, B=128)  # program 0 reads the block program 4 writes
         return x
@@ -651,3 +654,102 @@ def test_the_summary_lists_the_launches_that_fell_back():
         spin_lock_increment[(3,)](lock, torch.zeros(1), torch.ones(3))
     (fb,) = s.summary()["fallbacks"]
     assert fb["kernel"] == "spin_lock_increment" and fb["grid"] == [3, 1, 1] and "atomic_cas" in fb["reason"]
+
+
+# --- the probe: the first programs with every loop cut to one iteration, undone --------------------------
+@triton.jit
+def looped_dots(a, b, out, log, K: tl.constexpr, B: tl.constexpr):
+    """Each program sums K products of B x B tiles, counts its iterations in ``log`` (an atomic) and
+    prints from its last one."""
+    pid = tl.program_id(0)
+    r = tl.arange(0, B)
+    acc = tl.zeros((B, B), dtype=tl.float32)
+    for k in range(K):
+        x = tl.load(a + (pid * K + k) * B * B + r[:, None] * B + r[None, :])
+        y = tl.load(b + k * B * B + r[:, None] * B + r[None, :])
+        acc += tl.dot(x, y, input_precision="ieee")
+        tl.atomic_add(log + pid, 1)
+        if k == K - 1:
+            tl.device_print("last", k)
+    tl.store(out + pid * B * B + r[:, None] * B + r[None, :], acc)
+
+
+@triton.jit
+def needs_every_iteration(x, out, K: tl.constexpr, B: tl.constexpr):
+    """What follows the loop is defined only after its second iteration: a probe's one iteration
+    raises there (a name not bound), the real run does not."""
+    pid = tl.program_id(0)
+    r = tl.arange(0, B)
+    acc = tl.zeros((B,), dtype=tl.float32)
+    i = 0
+    while i < K:
+        acc += tl.load(x + pid * K * B + i * B + r)
+        if i == 1:
+            second = acc
+        i += 1
+    tl.store(out + pid * B + r, second + acc)
+
+
+def _count_probes(monkeypatch):
+    from tritonkit.check.engine import batched as _engine
+    monkeypatch.setenv("TRITONKIT_CHECK_CACHE", "0")  # no bytes per program from an earlier process
+    _engine._PER_PROGRAM.clear()
+    probes, dots = [], []
+    probe = _engine._probe
+
+    def counted(launch, *args):
+        per = probe(launch, *args)
+        probes.append(per)
+        return per
+    monkeypatch.setattr(_engine, "_probe", counted)
+    create_dot = BatchedBuilder.create_dot
+
+    def dot(self, *args, **kwargs):
+        dots.append(self.probing)
+        return create_dot(self, *args, **kwargs)
+    monkeypatch.setattr(BatchedBuilder, "create_dot", dot)
+    return probes, dots
+
+
+def test_the_probe_runs_each_loop_once_and_leaves_nothing_behind(monkeypatch):
+    """A first launch probes its first 4 programs with one iteration per loop; everything the probe
+    did (atomics, prints, counts) is undone: outputs, findings, prints and counts are those of one
+    program at a time, and those of a launch that needed no probe."""
+    from tritonkit.check.engine import batched as _engine
+    K, B, P = 6, 16, 12
+
+    def go():
+        a, b = torch.randn(P * K, B, B), torch.randn(K, B, B)
+        out, log = torch.zeros(P, B, B), torch.zeros(P, dtype=torch.int32)
+        looped_dots[(P,)](a, b, out, log, K=K, B=B)
+        return out, log
+    probes, dots = _count_probes(monkeypatch)
+    seq, bat = _both(go)
+    assert len(probes) == 1 and probes[0] > 0  # the batched run probed (the sequential one never does)
+    assert dots.count(True) == 1  # the probe ran the loop's body once for its batch of 4 programs
+    assert _same(bat[0], seq[0]) and bat[1] == seq[1] and bat[3] == seq[3]
+    assert bat[0][1].tolist() == [K] * P and bat[3].count("last") == P
+    (rec,) = bat[2]
+    assert rec.engine == "batched" and rec.programs == P and rec.batches == 1
+    known = _run(go, "auto")  # the same launch again in this process: bytes per program known, no probe
+    assert len(probes) == 1 and _same(known[0], bat[0]) and known[3] == bat[3]
+    assert (known[2][0].programs, known[2][0].accesses, known[2][0].lanes) == (rec.programs, rec.accesses, rec.lanes)
+    assert _engine._PER_PROGRAM  # what the probe measured is kept for later launches
+
+
+def test_a_probe_that_raises_leaves_the_first_batch_to_measure(monkeypatch):
+    K, B, P = 3, 32, 10
+
+    def go():
+        x = torch.randn(P * K * B)
+        out = torch.zeros(P * B)
+        needs_every_iteration[(P,)](x, out, K=K, B=B)
+        return out, x
+    probes, _ = _count_probes(monkeypatch)
+    seq, bat = _both(go)
+    assert probes == [0.0]  # the cut loop left ``second`` unbound
+    assert _same(bat[0], seq[0]) and bat[1] == seq[1] == []
+    (rec,) = bat[2]
+    assert rec.engine == "batched" and not rec.fallback and rec.batches == 2  # 4 programs, then the rest
+    x = bat[0][1].reshape(P, K, B)
+    assert torch.allclose(bat[0][0].reshape(P, B), x[:, :2].sum(1) + x.sum(1))

@@ -100,9 +100,9 @@ def test_an_attention_loop_runs_compacted_with_the_results_of_one_program_at_a_t
         return o, last
     seq, com, mas = _three(go)
     (rec,) = com[2]
-    # one loop per batch (the first batch is a probe of a few programs), none split
+    # one loop per batch, none split (a first launch's probe is undone, its loop not counted)
     assert rec.engine == "batched" and rec.fallback is None and rec.groups == 0
-    assert rec.masked_loops == rec.batches and rec.programs == P and com[4] >= P - 2  # (probe: 4 programs, then 8)
+    assert rec.masked_loops == rec.batches and rec.programs == P and com[4] >= P - 2
     # each program's own last j (start + trips - 1), not the longest program's
     want = [(p % 3 if per_start else 0) + int(trips[p]) - 1 for p in range(P)]
     assert com[0][1].tolist() == want

@@ -6,8 +6,10 @@ module decides which programs form a batch and makes the result the same as runn
 after another (the sequential engine, which stays the oracle):
 
 * **One transaction per launch.** A launch runs as a series of *batches*: contiguous ranges of
-  programs (in the order the sequential engine runs them), the first of ``_PROBE`` programs, the
-  next sized so that no single value exceeds the memory budget. While they run, every byte written
+  programs (in the order the sequential engine runs them), sized so that no single value exceeds
+  the memory budget: the bytes per program come from an earlier launch of the kernel (this
+  process's or the disk cache's) or from a *probe*, a run of the first ``_PROBE`` programs with
+  every loop cut to one iteration, undone at once (:func:`_probe`). While they run, every byte written
   (stores, atomics) and every change of the checks' state is journaled, and findings and
   ``device_print`` lines are held back. At the end the findings are released in program order,
   exactly as the sequential engine makes them; or everything is undone and the launch runs one
@@ -127,8 +129,9 @@ class BatchedEngine(Engine):
         whole = launch.hooks.whole_launch  # e.g. data_race runs: one guard over the launch
         why = ("they are checked for data races one program at a time" if whole
                else "they are run one at a time, in order")
+        stored = _known_per_program(launch)
+        known = stored or (_probe(launch, fn, call_args, _PROBE, why, precise) if total > _PROBE else 0.0)
         tx = Transaction(launch, Guard(why, precise))
-        known = _known_per_program(launch)
         sizing = {"per_program": known, "size": int(max(1, min(_MAX_BATCH, self.budget // known))) if known else _PROBE}
         share = share and not _unshared(launch)
         seconds = _known_seconds(launch) if share else None  # per program, for sharing the launch out
@@ -173,7 +176,7 @@ class BatchedEngine(Engine):
                 batches += 1
             if seconds is not None and not shared and batches > 1:  # the whole launch's time per program
                 _note_seconds(launch, ((time.perf_counter() - began) / total, seconds[1]))
-            if sizing["per_program"] > known:
+            if sizing["per_program"] > stored:
                 disk_cache.store_number("batch", _disk_key(launch), sizing["per_program"])
         except NeedPrecise as e:  # a write where the guard kept only the range of the loads: again, precisely
             tx.rollback()
@@ -209,6 +212,33 @@ def _disk_key(launch, work: bool = False) -> Optional[str]:
         return None
     base = disk_cache.code_key(launch.pyfn, "batch")
     return None if base is None else hashlib.sha256((base + text).encode()).hexdigest()[:40]
+
+
+def _probe(launch, fn, call_args, n: int, why: str, precise: frozenset) -> float:
+    """The largest value's bytes per program of a run of the launch's first ``n`` programs with
+    every loop cut to its first iteration (``BatchedBuilder.probing``, see :mod:`..interp.simt`), in
+    a transaction of its own that is undone at once: memory, the checks' state, findings, prints
+    and counts are as before it. A loop's iterations make values of the same shapes, so one of each
+    sizes the batches; the run costs the kernel's body once instead of once per iteration (a cold
+    first launch of a 512^3 matmul, whose programs loop 16 times, paid its probe of 4 whole programs
+    24 of its 71 ms on the CPU machine). Returns 0.0 where that run raised (then the first batch,
+    of ``n`` programs run for good, measures it as before; what the probe met, a finding or an
+    exception, is met again there or not at all). A later batch that makes a larger value resizes the
+    next ones, as always. ``KeyboardInterrupt`` and a launch's time limit are raised, after the undo."""
+    builder = launch.builder
+    probe = Transaction(launch, Guard(why, precise))
+    builder.max_bytes = 0
+    builder.probing = True
+    try:
+        _run_groups(launch, probe, fn, call_args, np.arange(n, dtype=np.int64))
+        return builder.max_bytes / n
+    except (KeyboardInterrupt, LaunchTimeout):
+        raise
+    except BaseException:  # anything else (a conflict, a failed static_assert, a cut loop's results
+        return 0.0  # that make no sense to what follows): the launch's own run meets it, or does not
+    finally:
+        builder.probing = False
+        probe.rollback()
 
 
 def _known_per_program(launch) -> float:

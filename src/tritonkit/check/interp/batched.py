@@ -135,6 +135,7 @@ class BatchedBuilder(CheckedBuilder):
         self.max_bytes = 0  # the largest batched value made so far, in bytes (for the memory budget)
         self.work = 0  # bytes of the batched results the running execution of the body made (see simt._If)
         self.active: Optional[np.ndarray] = None  # bool (P,): programs a divergent loop still runs (_simt)
+        self.probing = False  # the engine's probe runs: every loop stops after its first iteration
 
     def _seen(self, nbytes: int) -> None:
         """A batched value of ``nbytes`` bytes was made (the memory budget sizes batches by the largest)."""

@@ -169,14 +169,18 @@ class _Range(_Loop):
         start, end, step = self.bounds
         b = self.builder
         per = [_per_program(v, b.P) for v in self.bounds] if b is not None else [None] * 3
+        probing = getattr(b, "probing", False)  # the engine's probe: one iteration (see the engine)
         if all(p is None or (p == p[0]).all() for p in per):  # the same loop in every program
-            yield from range(_int(start), _int(end), _int(step))
+            r = range(_int(start), _int(end), _int(step))
+            yield from (r[:1] if probing else r)
             return
         P = b.P
         s, e, st = (p if p is not None else np.full(P, _int(v), dtype=np.int64) for p, v in zip(per, self.bounds))
         if (st == 0).any():
             raise ValueError("range() arg 3 must not be zero")
         trips = np.maximum(0, -((s - e) // st))  # ceil((e - s) / st), for either sign of the step
+        if probing:
+            trips = np.minimum(trips, 1)
         uniform_start = per[0] is None and per[2] is None
         last = s + np.maximum(trips - 1, 0) * st  # each program's index after the loop (see widen)
         if self.outer is not None:
@@ -221,10 +225,17 @@ class _While(_Loop):
     """The condition of a ``while`` over a batch: plain truth while every active program agrees,
     else an active mask that only shrinks (a program that left the loop stays out)."""
 
+    iterated = False  # the condition was tested before
+
     def test(self, cond) -> bool:
         b = self.builder
         if b is None:
             return bool(cond)
+        if getattr(b, "probing", False) and self.iterated:  # the engine's probe: one iteration
+            self._restore()
+            self.act = None
+            return False
+        self.iterated = True
         values = _per_program(cond, b.P) if isinstance(cond, tl.tensor) else None
         if self.act is None:  # not diverged yet
             if values is None:
