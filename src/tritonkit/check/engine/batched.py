@@ -130,7 +130,8 @@ class BatchedEngine(Engine):
         why = ("they are checked for data races one program at a time" if whole
                else "they are run one at a time, in order")
         stored = _known_per_program(launch)
-        known = stored or (_probe(launch, fn, call_args, _PROBE, why, precise) if total > _PROBE else 0.0)
+        probe = total > _PROBE and _loops(fn)
+        known = stored or (_probe(launch, fn, call_args, _PROBE, why, precise) if probe else 0.0)
         tx = Transaction(launch, Guard(why, precise))
         sizing = {"per_program": known, "size": int(max(1, min(_MAX_BATCH, self.budget // known))) if known else _PROBE}
         share = share and not _unshared(launch)
@@ -221,10 +222,13 @@ def _probe(launch, fn, call_args, n: int, why: str, precise: frozenset) -> float
     and counts are as before it. A loop's iterations make values of the same shapes, so one of each
     sizes the batches; the run costs the kernel's body once instead of once per iteration (a cold
     first launch of a 512^3 matmul, whose programs loop 16 times, paid its probe of 4 whole programs
-    24 of its 71 ms on the CPU machine). Returns 0.0 where that run raised (then the first batch,
-    of ``n`` programs run for good, measures it as before; what the probe met, a finding or an
-    exception, is met again there or not at all). A later batch that makes a larger value resizes the
-    next ones, as always. ``KeyboardInterrupt`` and a launch's time limit are raised, after the undo."""
+    24 of its 71 ms on the CPU machine). A kernel without a loop of its own is not probed (see
+    :func:`_loops`): its first batch of ``n`` programs runs for good and measures.
+
+    Returns 0.0 where the run raised: then the first batch measures, as without a probe, and what
+    the probe met (a finding, an exception) is met again there or not at all. A later batch that
+    makes a larger value resizes the next ones, as always. ``KeyboardInterrupt`` and a launch's
+    time limit are raised, after the undo."""
     builder = launch.builder
     probe = Transaction(launch, Guard(why, precise))
     builder.max_bytes = 0
@@ -239,6 +243,13 @@ def _probe(launch, fn, call_args, n: int, why: str, precise: frozenset) -> float
     finally:
         builder.probing = False
         probe.rollback()
+
+
+def _loops(fn) -> bool:
+    """Whether the rewritten kernel ``fn`` runs a loop of its own (one in a function it calls is not
+    seen): only then does a probe with its loops cut cost less than its first programs run for good."""
+    names = fn.__code__.co_names
+    return "loop_range" in names or "loop_while" in names
 
 
 def _known_per_program(launch) -> float:

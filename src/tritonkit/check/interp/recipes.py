@@ -249,7 +249,6 @@ class _Recorder:
                 outs.append(None)
         self.steps.append((name, targs, tkw, type(out) in (tuple, list), tuple(outs)))
 
-
     def _fixed(self, template) -> bool:
         """Whether every value in a step's argument ``template`` is a slot of :attr:`fixed`."""
         if isinstance(template, _Slot):

@@ -386,10 +386,11 @@ class _BuiltinsTransformer(_FastTransformer):
 def _fast(triton_cls: type) -> Optional[type]:
     """Triton's transformer class walked as :class:`_FastTransformer` walks (its rules unchanged: it
     visits what it visits, Triton 3.6's assignments not their values), or None where it walks its
-    own way (it defines ``visit`` or ``generic_visit``)."""
+    own way (it defines ``visit`` or ``generic_visit``) or is made with arguments (then Triton's own
+    instance walks)."""
     if triton_cls not in _FAST:
         own = {m for cls in triton_cls.__mro__ if cls not in (ast.NodeTransformer, ast.NodeVisitor, object)
-               for m in vars(cls) if m in ("visit", "generic_visit")}
+               for m in vars(cls) if m in ("visit", "generic_visit", "__init__")}
         _FAST[triton_cls] = None if own else type("_FastTriton", (_FastTransformer, triton_cls), {})
     return _FAST[triton_cls]
 
