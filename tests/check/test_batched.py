@@ -753,3 +753,39 @@ def test_a_probe_that_raises_leaves_the_first_batch_to_measure(monkeypatch):
     assert rec.engine == "batched" and not rec.fallback and rec.batches == 2  # 4 programs, then the rest
     x = bat[0][1].reshape(P, K, B)
     assert torch.allclose(bat[0][0].reshape(P, B), x[:, :2].sum(1) + x.sum(1))
+
+
+@triton.jit
+def writes_aside_after_one_iteration(x, out, aside, K: tl.constexpr, B: tl.constexpr):
+    """``aside`` is written only where the loop ran once: by the probe, never by the launch."""
+    pid = tl.program_id(0)
+    r = tl.arange(0, B)
+    acc = tl.zeros((B,), dtype=tl.float32)
+    n = 0
+    for k in range(K):
+        acc += tl.load(x + (pid * K + k) * B + r)
+        n += 1
+    if n == 1:
+        tl.store(aside + pid * B + r, acc)
+    tl.store(out + pid * B + r, acc)
+
+
+def test_what_only_the_probe_wrote_is_not_taken_for_written(monkeypatch):
+    """The probe's writes are undone, and so is the mark of a storage written (which sends a host
+    copy back to its device and drops the one value the device found)."""
+    from tritonkit.check.launch.arguments import ArgMapper
+    probes, _ = _count_probes(monkeypatch)
+    flags = []
+    copy_back = ArgMapper.copy_back
+
+    def recorded(self):
+        flags.append([hs.written for hs in self.space.storages.values()])
+        return copy_back(self)
+    monkeypatch.setattr(ArgMapper, "copy_back", recorded)
+    P, K, B = 8, 3, 16
+    x, out, aside = torch.randn(P * K * B), torch.zeros(P * B), torch.zeros(P * B)
+    with tritonkit.checking() as s:
+        writes_aside_after_one_iteration[(P,)](x, out, aside, K=K, B=B)
+    assert not s.findings and len(probes) == 1 and probes[0] > 0
+    assert torch.equal(aside, torch.zeros(P * B)) and torch.allclose(out, x.reshape(P, K, B).sum(1).reshape(-1))
+    assert flags == [[False, True, False]]  # x read, out written, aside written only by the probe

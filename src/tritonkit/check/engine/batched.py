@@ -230,6 +230,7 @@ def _probe(launch, fn, call_args, n: int, why: str, precise: frozenset) -> float
     makes a larger value resizes the next ones, as always. ``KeyboardInterrupt`` and a launch's
     time limit are raised, after the undo."""
     builder = launch.builder
+    written = [(st, st.written) for st in launch.space.storages.values()]  # (the undo leaves the flags)
     probe = Transaction(launch, Guard(why, precise))
     builder.max_bytes = 0
     builder.probing = True
@@ -243,6 +244,8 @@ def _probe(launch, fn, call_args, n: int, why: str, precise: frozenset) -> float
     finally:
         builder.probing = False
         probe.rollback()
+        for st, was in written:
+            st.written = was
 
 
 def _loops(fn) -> bool:
