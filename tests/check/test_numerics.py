@@ -173,6 +173,22 @@ def test_scalar_arguments_typed_like_the_compiler():
     assert [(f.kind, f.access) for f in s.findings] == [("assert_failed", "static_assert")]
 
 
+def test_one_function_under_two_do_not_specialize_lists_types_each_its_own_way():
+    """The scalar specs are made once per kernel function and ``do_not_specialize`` list: the same
+    function jitted with and without the list, launched in turn, keeps ``1`` a constexpr in one
+    (``one_nospec.dtype`` is then not int32: the static_assert fails) and an int32 in the other."""
+    out = torch.zeros(3)
+    nospec = triton.jit(scalar_kernel.fn, do_not_specialize=["one_nospec"])
+    spec = triton.jit(scalar_kernel.fn)
+    for kernel, fails in ((nospec, False), (spec, True), (nospec, False), (spec, True)):
+        try:
+            with tritonkit.checking() as s:
+                kernel[(1,)](out, 0.1, 7, 2**40, True, 1, 1, 5, 3)
+        except tritonkit.CheckAborted:
+            pass
+        assert bool(s.findings) == fails, [f.to_dict() for f in s.findings]
+
+
 @triton.jit
 def one_to_kernel(out_ptr, stride):
     tl.store(out_ptr, stride.to(tl.int64))
