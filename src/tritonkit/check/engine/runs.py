@@ -35,11 +35,11 @@ class Runs:
 
     def cells(self):
         """Every cell of the stored runs (int64) and the program of each (int32), run by run."""
-        return interval_cells(self.lo, self.hi), np.repeat(self.pid, self.hi - self.lo)
+        return _cells(self.lo, self.hi, self.pid)
 
     def load_cells(self):
         """Every cell of the loaded runs (int64) and the program of each (int32), run by run."""
-        return interval_cells(self.load_lo, self.load_hi), np.repeat(self.load_pid, self.load_hi - self.load_lo)
+        return _cells(self.load_lo, self.load_hi, self.load_pid)
 
     def add(self, lo: np.ndarray, hi: np.ndarray, pid: np.ndarray, why: str, store: bool = True) -> bool:
         """Enter the runs ``lo``, ``hi``, ``pid`` one access made (see the module; any order, a program
@@ -67,6 +67,10 @@ class Runs:
             return False
         self.load_lo, self.load_hi, self.load_pid = merged
         return True
+
+
+def _cells(lo, hi, pid):
+    return interval_cells(lo, hi), np.repeat(pid, hi - lo)
 
 
 def _no_runs():

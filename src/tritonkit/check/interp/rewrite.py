@@ -72,11 +72,13 @@ class _FastTransformer(ast.NodeTransformer):
     them (a third of a kernel's nodes are names, constants and their contexts). The results are
     ``ast.NodeTransformer``'s."""
 
-    _tables: dict = {}
+    _tables: dict = {}  # transformer class -> {node class: its visitor, _LEAF or _GENERIC}
 
     def visit(self, node):
         cls = node.__class__
-        table = _FastTransformer._tables.setdefault(type(self), {})
+        table = _FastTransformer._tables.get(type(self))
+        if table is None:
+            table = _FastTransformer._tables[type(self)] = {}
         how = table.get(cls)
         if how is None:
             how = getattr(type(self), "visit_" + cls.__name__, None)
@@ -422,8 +424,7 @@ def _function_source(fn):
     filename = code.co_filename
     linecache.checkcache(filename)
     lines = linecache.getlines(filename)
-    start = next((i for i in range(max(0, code.co_firstlineno - 1), len(lines))
-                  if lines[i].lstrip().startswith("def ")), None)
+    start = _def_index(code, lines)
     if start is None:
         return None
     indent = len(lines[start]) - len(lines[start].lstrip())
@@ -436,6 +437,13 @@ def _function_source(fn):
     while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
         end -= 1
     return filename, start + 1, textwrap.dedent("".join(lines[start:end]))
+
+
+def _def_index(code, lines: List[str]) -> Optional[int]:
+    """The index in ``lines`` (a file's lines) of the ``def`` line of the function whose code is
+    ``code``: the first at or after its first line (below its decorators), or None."""
+    return next((i for i in range(max(0, code.co_firstlineno - 1), len(lines))
+                 if lines[i].lstrip().startswith("def ")), None)
 
 
 def _covers(tree: ast.Module, fn) -> bool:
@@ -479,11 +487,8 @@ class TritonRewriter(_interp.FunctionRewriter):
         (cached by ``linecache``): making the ``JITFunction`` reads the function's source again
         (1.5 ms of a 9 ms rewrite of a causal attention's kernel on the CPU machine)."""
         code = self.fn.__code__
-        lines = linecache.getlines(code.co_filename)
-        for i in range(code.co_firstlineno - 1, len(lines)):
-            if lines[i].strip().startswith("def "):
-                return code.co_filename, i + 1
-        return super()._get_jit_fn_file_line()
+        start = _def_index(code, linecache.getlines(code.co_filename))
+        return (code.co_filename, start + 1) if start is not None else super()._get_jit_fn_file_line()
 
     def _transform_ast(self, src):
         # Triton's rewrite_ast calls it (where the source was not found from the file's lines)
