@@ -99,7 +99,7 @@ class Violation:
         arg: the tensor argument's description (name, shape, dtype, strides) or None.
         offsets: element coordinates of the offending lanes in the argument, int64 ``(n, ndim)``.
         reason: a finer cause (``past_end``, ``before_start``, ``outside_view``, ``misaligned``,
-            ``no_argument``) or a message.
+            ``no_argument``, ``outside_block_shape``) or a message.
         config: the autotune config the launch ran under, or None.
         addresses: for lanes that point into no argument, their addresses.
     """
@@ -142,7 +142,8 @@ class Finding:
         elements: the offending elements in the tensor's own coordinates, e.g. ``"x[1000:1024]"``.
         element_indices: the first few offending element indices.
         num_elements: how many distinct elements (capped at 65,536 for the description).
-        reason: ``past_end``, ``before_start``, ``outside_view``, ``misaligned`` or ``no_argument``:
+        reason: ``past_end``, ``before_start``, ``outside_view``, ``misaligned``, ``no_argument`` or
+            ``outside_block_shape``:
             the reason of most offending lanes.
         reasons: offending lanes per reason, when the lanes of one line had several.
         configs: the autotune configs under which it occurred (empty when not autotuned).
@@ -155,7 +156,9 @@ class Finding:
         examples: the first few occurrences' facts, per kind: for ``assert_failed`` ``{"program_id",
             "lanes" (indices in the block), "values" (the condition's variables at those lanes)}``; for
             ``int_overflow`` ``{"program_id", "values": [{"lane", "lhs", "rhs", "exact", "wrapped"}],
-            "access_at"}``; for ``nan_inf`` ``{"program_id", "lane", "inputs", "result", "stored_at"}``.
+            "access_at"}``; for ``nan_inf`` ``{"program_id", "lane", "inputs", "result", "stored_at"}``;
+            for ``out_of_bounds`` lanes outside a block pointer's declared shape ``{"program_id",
+            "shape", "offsets", "block_shape", "boundary_check", "dims"}``.
         other: for ``data_race``, the other side of the race: ``{"file", "line", "source", "function",
             "access", "program_ids"}`` (the program ids that made it, first few).
         facts: ``[label, text]`` pairs its kind declares for reports to show under the generic

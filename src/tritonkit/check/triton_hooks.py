@@ -18,6 +18,7 @@ import contextvars
 import importlib
 import inspect
 import sys
+import warnings
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -30,6 +31,7 @@ from .findings import Violation
 from .interp import batched_ops, recipes, taint
 from .interp.batched_ops import BatchedReduce, BatchedScan, is_batched
 from .interp.builder import interp_np_dtype
+from .interp.builtins import interpreted_codes
 from .interp.kernels import kernel_frames
 from .interp.numerics import BITS_TYPES, from_float, to_float, values
 
@@ -149,6 +151,9 @@ def _patch_builtins(pkg, scope) -> None:
 def _patch(scope) -> None:
     """Patch Triton's language for interpretation (Triton's own interpreter patches, tritonkit's
     builtin wrappers and its own replacements) through ``scope``."""
+    # the builtins themselves, for the names no module patch reaches (``_pow = libdevice.pow``)
+    for fn, name, code in interpreted_codes((tl, tl.core, tl.math, tl.core.tensor_descriptor_base, _cuda_libdevice())):
+        scope.set_attr(fn, name, code)
     for lang in (tl, tl.core):
         _patch_builtins(lang, scope)
         _patch_builtins(lang.tensor, scope)
@@ -280,15 +285,23 @@ def _narrow(t, like):
 def _widened(op, input):
     """Run a reduce/scan op; the built-in combines (sum, max, argmax, ...) of bf16/fp16/fp8 values run
     on exact fp32 copies and round once at the end (numpy would otherwise add raw bf16 bits). The
-    FLOPs of a float sum are counted, and the result is shown to the checks' ``reduce`` hooks."""
+    FLOPs of a float sum are counted, the operands' undefined/uninitialized lane taints are carried
+    to the results (:func:`~tritonkit.check.interp.taint.through_reduce`), and the result is shown
+    to the checks' ``reduce`` hooks."""
     items = input if isinstance(input, tuple) else (input,)
-    res = _reduce_or_scan(op, input, items)
+    with warnings.catch_warnings():  # nanmax of an all-NaN (poisoned) row: the GPU says nothing either
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = _reduce_or_scan(op, input, items)
     launch = current_launch()
     if launch is None:
         return res
     if op.combine_fn is _SUM_COMBINE and isinstance(items[0], tl.tensor) \
             and items[0].dtype.is_floating():  # a float sum: one add per element (custom combines count their ops)
         launch.count_flops(int(np.size(items[0].handle.data)), items[0].dtype, (items[0].handle,))
+    if any(getattr(getattr(t, "handle", None), "tainted", False) for t in items):
+        batch = launch.batch
+        taint.through_reduce(op, res if isinstance(res, tuple) else (res,), items,
+                             1 if batch is None else int(batch.pids.shape[0]))
     if launch.hooks.reduce:
         what = "reduction" if isinstance(op, _interp.ReduceOps) else "scan"
         fn_name = getattr(getattr(op.combine_fn, "fn", op.combine_fn), "__name__", "reduction")

@@ -100,7 +100,8 @@ class Check(FindingKind):
       value), :meth:`on_store` (before a store or atomic writes);
     * values: :meth:`on_result` (every elementwise result), :meth:`on_int_arith` (binary arithmetic
       with a signed integer result), :meth:`on_cast` (an integer cast), :meth:`on_dot`,
-      :meth:`on_reduce` (a reduction or scan).
+      :meth:`on_reduce` (a reduction or scan), :meth:`on_observe` (a value whose lanes carry an
+      undefined or uninitialized taint decides what the program does: a branch, a mask, a print).
     """
 
     default: ClassVar[bool] = True
@@ -194,9 +195,15 @@ class Check(FindingKind):
         """A ``what`` (``"reduction"`` or ``"scan"``) with the combine ``name`` (``"sum"``, ``"max"``,
         ...) made the ``tl.tensor`` s ``outs`` from ``ins``."""
 
+    def on_observe(self, launch, what: str, value, lanes: Optional[np.ndarray]) -> None:
+        """``value`` (a TensorHandle carrying one of :data:`~tritonkit.check.interp.taint.OBSERVED`'s
+        taints) is observed by ``what`` (``"branch"``, ``"loop bound"``, ``"device_print"``,
+        ``"device_assert"``, ``"store mask"``, ...); ``lanes``: the lanes observed (bool,
+        broadcastable to the value; None: all)."""
+
 
 _HOOKS = ("on_program", "on_address", "on_access", "on_load", "on_store", "on_result", "on_int_arith", "on_cast",
-          "on_dot", "on_reduce")
+          "on_dot", "on_reduce", "on_observe")
 
 
 class Hooks:
@@ -218,6 +225,7 @@ class Hooks:
     cast: List[Callable]
     dot: List[Callable]
     reduce: List[Callable]
+    observe: List[Callable]
 
     def __init__(self, checks: Sequence[Check]) -> None:
         for hook in _HOOKS:

@@ -5,14 +5,19 @@ tail was never loaded, an fp16 max over garbage). Under check such lanes are *po
 floats, the type's largest value for integers) and *tracked* as the ``undef`` lane taint
 (:mod:`tritonkit.check.interp.taint`), whose origin is the kernel line of the load.
 
-A finding is made where an undefined lane reaches:
+Undefined lanes travel through arithmetic, casts, shape operations, ``tl.where`` (the lanes it
+selects), ``tl.dot`` (per row and column), reductions (a reduced lane is undefined when a lane
+it combines is) and scans (lane ``i`` when a lane at or before it is), and loop-carried values.
+A finding is made only where an undefined lane becomes *observable*:
 
 * a store or atomic whose mask lets the lane through (the garbage is written to memory);
-* a reduction or scan (``tl.sum``, ``tl.max``, ``tl.cumsum``, ...), which mixes it into the
-  results of defined lanes;
-* the address of a load or store (a pointer computed from an undefined offset).
+* the address or the mask of a load, store or atomic;
+* a branch or loop condition, a loop bound, a ``tl.device_print`` or a ``tl.device_assert``.
 
-Then the tracking of that value stops, so one bug gives one finding per line.
+A value polluted only in lanes that are masked off later, or never used (a running sum after
+the loop's last iteration, a prefix sum's tail, the rows a row mask drops), gives no finding,
+as it changes nothing on the GPU. The finding is made at the line that observes the value and
+names the load that made the undefined lanes.
 """
 from __future__ import annotations
 
@@ -40,8 +45,9 @@ def poison(value, off: np.ndarray, origin) -> None:
 
 
 class UndefinedValues(Check):
-    """Poisons the masked-off lanes of loads without ``other=`` and reports where they reach memory,
-    a reduction or an address (see the module). Raises nothing itself."""
+    """Poisons the masked-off lanes of loads without ``other=`` and reports where they become
+    observable: memory, an address or mask, a branch, a print or an assert (see the module).
+    Raises nothing itself."""
 
     kind = "undefined_value"
     title = "undefined value used"
@@ -70,11 +76,10 @@ class UndefinedValues(Check):
         if ptrs.undef is not None:
             _report(launch, _taint.active(ptrs, "undef", access.shape, mask), ptrs.undef_at, f"{access.op} address")
 
-    def on_reduce(self, launch, what, name, outs, ins) -> None:
-        for t in ins:
-            h = getattr(t, "handle", None)
-            if getattr(h, "undef", None) is not None:
-                _report(launch, np.broadcast_to(h.undef, np.shape(h.data)), h.undef_at, what)
+    def on_observe(self, launch, what, value, lanes) -> None:
+        if value.undef is not None:
+            shape = np.shape(value.data)
+            _report(launch, _taint.active(value, "undef", shape, lanes), value.undef_at, what)
 
 
 def _report(launch, lanes: Optional[np.ndarray], origin, op: str) -> None:

@@ -16,9 +16,14 @@ The sentinel of 1- and 2-byte integer types (``0xA5``, ``0xA5A5``) is a value re
 hold, so for those a buffer that PyTorch has modified in place (its version counter moved) is
 taken to be fully initialized. Boolean and complex tensors are not tracked.
 
-A load, or an atomic that reads (``atomic_add``, ``atomic_cas``, ...: all but ``atomic_xchg``),
-of such an element is reported with the element, the program and the line where the buffer was
-allocated. Within an autotuned launch every config starts from the same state.
+An atomic that reads (``atomic_add``, ``atomic_cas``, ...: all but ``atomic_xchg``) such an
+element is reported at once. A load of one is reported when what it read becomes observable: the
+loaded lanes carry the ``uninit`` lane taint (:mod:`tritonkit.check.interp.taint`) through
+arithmetic, ``tl.where``, ``tl.dot``, reductions and scans, and the finding the load made (its
+line, argument, elements and program) is reported when a tainted lane reaches a store, an
+atomic, an address or mask, a branch, a print or an assert; a load whose value is never used, or
+used only in lanes that are discarded, gives no finding. The finding names the line where the
+buffer was allocated. Within an autotuned launch every config starts from the same state.
 """
 from __future__ import annotations
 
@@ -34,9 +39,10 @@ import torch
 
 from ..findings import Violation
 from ..forks import pass_threads
+from ..interp import taint as _taint
 from ..memory import element_cells, interval_cells, row_windows, runs_within
 from ..memory.host import GRAIN, huge_array, in_parallel
-from .base import Access, Check
+from .base import Access, Check, performed_lanes
 
 # torch dtype -> the bit pattern of the sentinel, as an unsigned integer of the element's size
 _FLOAT_SENTINELS = {torch.float32: 0x7FE5A5A5, torch.float64: 0x7FFCA5A5A5A5A5A5, torch.float16: 0x7EA5,
@@ -309,6 +315,8 @@ class UninitializedCheck(Check):
 
     def __init__(self) -> None:
         self._state: Optional[Dict] = None  # storage key -> its _Tracked (None: not tracked), per launch
+        # the running load's findings, held until its value is observed: (access, [(block lanes, Violation)])
+        self._held: Optional[Tuple[Access, list]] = None
 
     @classmethod
     def message(cls, f) -> str:
@@ -431,25 +439,107 @@ class UninitializedCheck(Check):
                 if per > 1:
                     bad = bad.reshape(-1, per).any(axis=1)
                 if bad.any():
-                    self._report(launch, access, res, sel, region, tr, res.off if sel is None else res.off[sel], bad)
+                    held = self._report(launch, access, res, sel, region, tr, res.off if sel is None else res.off[sel],
+                                        bad, hold=access.kind == "load")
+                    if held:
+                        if self._held is None or self._held[0] is not access:
+                            self._held = (access, [])
+                        self._held[1].extend(held)
             if access.kind != "load":
                 if launch.tx is not None:
                     old = state[cells].copy()
                     launch.on_undo(lambda: state.__setitem__(cells, old))
                 state[cells] = False
 
-    def _report(self, launch, access: Access, res, sel, region, tr: _Tracked, off, bad) -> None:
+    # --- a load's findings, held until what it read is observed ----------------------------------------
+    def on_load(self, launch, access: Access, res, value, mask, other) -> None:
+        """Mark the lanes of ``value`` that the load read from unwritten elements with the ``uninit``
+        taint, whose origin holds the load's findings (one per program)."""
+        held, self._held = self._held, None
+        if held is None or held[0] is not access:
+            return
+        size = value.data.size
+        lanes = np.zeros(size, dtype=bool)
+        by_program: Dict[int, Violation] = {}
+        per = max(1, res.per) if launch.batch is not None else size
+        for block_lanes, v in held[1]:
+            if block_lanes.size and int(block_lanes.max()) >= size:  # lanes this value does not hold: at once
+                launch.report(v)
+                continue
+            lanes[block_lanes] = True
+            b = int(block_lanes[0]) // per if block_lanes.size else 0
+            if b not in by_program:
+                by_program[b] = v
+        if not lanes.any():
+            return
+        frames = held[1][0][1].frames
+        batch = launch.batch
+        if batch is None:
+            origin = _taint.Origin(frames=frames, program_id=held[1][0][1].program_id,
+                                   info={"finding": by_program.get(0, held[1][0][1])})
+        elif getattr(value, "bat", False):
+            programs = np.zeros(batch.pids.shape[0], dtype=bool)
+            programs[list(by_program)] = True
+            origin = _taint.BatchOrigin(programs, lambda b: _taint.Origin(
+                frames=frames, program_id=by_program[b].program_id, info={"finding": by_program[b]}))
+        else:  # a load made once for the batch: the same elements in every program
+            first = held[1][0][1]
+            origin = _taint.BatchOrigin(np.ones(batch.pids.shape[0], dtype=bool), lambda b: _taint.Origin(
+                frames=frames, program_id=launch.program_of(int(batch.pids[b])),
+                info={"finding": dataclasses.replace(first, program_id=launch.program_of(int(batch.pids[b])))}))
+        _taint.mark(value, "uninit", lanes.reshape(value.data.shape), origin)
+
+    def on_store(self, launch, access: Access, res, value, flat) -> None:
+        if value.uninit is not None:
+            self._observed(launch, value, performed_lanes(res, access.shape), access.op, access.shape)
+
+    def on_address(self, launch, access: Access, ptrs, mask, res) -> None:
+        if ptrs.uninit is not None:
+            self._observed(launch, ptrs, mask, f"{access.op} address", access.shape)
+
+    def on_observe(self, launch, what, value, lanes) -> None:
+        if value.uninit is not None:
+            self._observed(launch, value, lanes, what, np.shape(value.data))
+
+    def _observed(self, launch, h, lanes, what: str, shape) -> None:
+        """The lanes of ``h`` (``lanes``: bool or None for all, broadcast with it to ``shape``) are
+        used by ``what``: report, once each, the held findings of the loads their uninitialized
+        values came from."""
+        used = _taint.active(h, "uninit", shape, lanes)
+        if used is None:
+            return
+        here = launch.here()
+        at = here[0].at() if here else "?"
+        for origin, _ in _taint.by_program(launch, used, h.uninit_at):
+            info = origin.info
+            if info.get("reported"):
+                continue
+            info["reported"] = True
+            v = info["finding"]
+            launch.report(dataclasses.replace(v, message=f"{v.message}; what it read reaches the {what} at {at}"))
+
+    def _report(self, launch, access: Access, res, sel, region, tr: _Tracked, off, bad, hold: bool = False):
+        """Report the lanes ``bad`` (bool over the group's positions) of ``access``, one finding per
+        program; with ``hold``, return them instead as ``[(the block's flat lane indices, Violation)]``
+        (frames set: the load's line) for :meth:`on_load` to hold until the value is observed."""
         positions = np.arange(res.n) if sel is None else np.flatnonzero(sel)
+        held = []
         if launch.batch is not None and access.kind == "atomic":
             # atomics of many programs on one element: only the first (in program order) reads it unwritten
             pids = launch.lane_programs(res, positions)
             _, at, inv = np.unique(off, return_index=True, return_inverse=True)
             bad = bad & (pids == pids[at][inv.reshape(-1)])
+        frames = launch.here() if hold else []
         for pid, pos in launch.by_program(res, positions[bad]):
             where = np.searchsorted(positions, pos)
-            launch.report(Violation(
-                kind=self.kind, kernel="", frames=[], program_id=pid, access=access.op, masked=access.masked,
-                lanes=int(pos.shape[0]), arg=region.describe(), offsets=region.layout.coords(off[where]),
-                reason="never_written",
+            v = Violation(
+                kind=self.kind, kernel=launch.kernel, frames=frames, program_id=pid, access=access.op,
+                masked=access.masked, lanes=int(pos.shape[0]), arg=region.describe(),
+                offsets=region.layout.coords(off[where]), reason="never_written",
                 message=f"{access.op} of `{region.name}` reads elements that nothing has written since "
-                        f"it was allocated (at {tr.allocated_at})"))
+                        f"it was allocated (at {tr.allocated_at})")
+            if hold:
+                held.append((res.lanes[pos], v))
+            else:
+                launch.report(v)
+        return held

@@ -5,5 +5,6 @@
 * :mod:`.batched`, :mod:`.batched_ops`, :mod:`.simt` — the same for a batch of programs at once;
 * :mod:`.kernels` — the rewritten kernel bodies and the kernel's frames on the stack;
 * :mod:`.numerics`, :mod:`.libdevice` — bf16/fp16/fp8/tf32 arithmetic and libdevice on the CPU;
+* :mod:`.builtins` — Triton builtins called by a name the language patches never set (an alias);
 * :mod:`.taint` — per-lane facts carried with values (undefined lanes, overflow, NaN origins).
 """

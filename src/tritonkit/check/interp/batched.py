@@ -35,6 +35,7 @@ from ..errors import Unbatchable
 from . import taint as _taint
 from .batched_ops import is_batched
 from .addresses import LazyAddresses, broadcast, shape_of, unmade
+from .access import BlockShape, labelled
 from .builder import CheckedBuilder, np_dtype_of
 
 TensorHandle = _interp.TensorHandle
@@ -121,7 +122,7 @@ class BatchedBuilder(CheckedBuilder):
     handles hold ``(P,) + block shape`` numpy arrays (``(P,)`` for a scalar).
 
     Its operations raise :class:`Unbatchable` for what needs one program at a time (spin polls,
-    descriptors whose base/shape/strides differ between programs, ``tl.dot_scaled``).
+    tensor descriptors made with a base/shape/strides that differ between programs, ``tl.dot_scaled``).
     """
 
     _ELEMENTWISE = tuple(n for n in CheckedBuilder._ELEMENTWISE if n != "create_splat")
@@ -376,29 +377,27 @@ class BatchedBuilder(CheckedBuilder):
     # --- tensor descriptors and block pointers: offsets may differ per program ----------------------
     def _materialize(self, base, shape, strides, offsets, block_shape, checked, aligned16: bool):
         """Addresses (uint64, ``(P,) + block_shape``) and the in-bounds mask of a descriptor/block-pointer
-        access whose offsets (scalar handles) may be batched."""
-        if base.bat or any(h.bat for h in list(shape) + list(strides)):
-            raise Unbatchable("a tensor descriptor or block pointer whose base, shape or strides differ "
-                              "between programs")
+        access whose base, shape, strides and offsets (scalar handles) may be batched."""
         itemsize = max(1, base.get_element_ty().primitive_bitwidth // 8)
         nd = len(block_shape)
         P = self.P
+        lead = [P] + [1] * nd
+
+        def per_program(data, dtype):  # a scalar's value, or each program's as (P, 1, ..., 1)
+            a = np.asarray(data).astype(dtype).reshape(-1)
+            return a.reshape(lead) if a.shape[0] > 1 else a.reshape(())
         if aligned16 and ((np.asarray(offsets[-1].data) * itemsize) % 16 != 0).any():
             raise AssertionError("block offset start must be 16-byte aligned")
-        ptrs = np.broadcast_to(base.data.reshape(()) if base.data.size == 1 else base.data, (P,) + tuple(block_shape))
+        ptrs = np.broadcast_to(per_program(base.data, np.uint64), (P,) + tuple(block_shape))
         mask = np.ones((P,) + tuple(block_shape), dtype=bool)
         for dim in range(nd):
-            o = np.asarray(offsets[dim].data).astype(np.int64).reshape(-1)
-            o = np.broadcast_to(o, (P,)) if o.shape[0] == 1 else o
-            lead = [P] + [1] * nd
             ar = [1] * (nd + 1)
             ar[dim + 1] = block_shape[dim]
-            off = o.reshape(lead) + np.arange(block_shape[dim], dtype=np.int64).reshape(ar)
-            stride = np.asarray(strides[dim].data).astype(np.int64).reshape(())
+            off = per_program(offsets[dim].data, np.int64) + np.arange(block_shape[dim], dtype=np.int64).reshape(ar)
+            stride = per_program(strides[dim].data, np.int64)
             ptrs = ptrs + (itemsize * off * stride).astype(np.uint64)
             if dim in checked:
-                bound = np.asarray(shape[dim].data).astype(np.int64).reshape(())
-                mask = mask & (off >= 0) & (off < bound)
+                mask = mask & (off >= 0) & (off < per_program(shape[dim].data, np.int64))
         out = TensorHandle(np.ascontiguousarray(ptrs), base.dtype.scalar)
         out.bat = True
         m = TensorHandle(mask, tl.int1)
@@ -467,20 +466,26 @@ class BatchedBuilder(CheckedBuilder):
             out.offsets[i] = h
         return out
 
+    @staticmethod
+    def _batched_block(ptr) -> bool:
+        """Whether a block pointer's base, shape, strides or offsets differ between the batch's programs."""
+        return any(is_batched(h) for h in [ptr.base, *ptr.shape, *ptr.strides, *ptr.offsets])
+
     def create_tensor_pointer_load(self, ptr, boundary_check, padding_option, *rest, **kw):  # Triton < 3.7
-        if not any(o.bat for o in ptr.offsets):
+        if not self._batched_block(ptr):
             return super().create_tensor_pointer_load(ptr, boundary_check, padding_option, *rest, **kw)
         ptrs, mask = self._materialize(ptr.base, ptr.shape, ptr.strides, ptr.offsets, ptr.block_shape,
                                        tuple(boundary_check), False)
-        return self._labelled("block_ptr_load", self.create_masked_load, ptrs, mask,
-                              self._padding(ptrs, padding_option))
+        with labelled(self, "block_ptr_load", BlockShape.of(ptr, boundary_check)):
+            return self.create_masked_load(ptrs, mask, self._padding(ptrs, padding_option))
 
     def create_tensor_pointer_store(self, ptr, value, boundary_check, *rest, **kw):  # Triton < 3.7
-        if not any(o.bat for o in ptr.offsets):
+        if not self._batched_block(ptr):
             return super().create_tensor_pointer_store(ptr, value, boundary_check, *rest, **kw)
         ptrs, mask = self._materialize(ptr.base, ptr.shape, ptr.strides, ptr.offsets, ptr.block_shape,
                                        tuple(boundary_check), False)
-        return self._labelled("block_ptr_store", self.create_masked_store, ptrs, value, mask)
+        with labelled(self, "block_ptr_store", BlockShape.of(ptr, boundary_check)):
+            return self.create_masked_store(ptrs, value, mask)
 
     def create_assert(self, condition, message, *rest):
         if self.active is None:

@@ -12,6 +12,7 @@ import triton.language as tl
 from triton.runtime import interpreter as _interp
 
 from ..errors import Divergence
+from . import taint as _taint
 from .builder import np_dtype_of
 from .recipes import read_data
 
@@ -202,6 +203,8 @@ def tensor_bool(self) -> bool:
         Divergence: a batched scalar whose value differs between the batch's programs.
     """
     read_data(self.handle)
+    if self.handle.tainted:
+        _taint.observe_tensor(self, "branch condition")
     if is_batched(self.handle):
         v = _uniform(self)
         return True if v is None else bool(v)
@@ -217,6 +220,8 @@ def tensor_index(self) -> int:
         TypeError: a block (only a scalar can be an index).
     """
     read_data(self.handle)
+    if self.handle.tainted:
+        _taint.observe_tensor(self, "loop bound")
     if is_batched(self.handle):
         v = _uniform(self)
         if v is None:

@@ -29,34 +29,11 @@ from triton._C.libtriton import ir as _ir
 from triton.runtime import interpreter as _interp
 
 from . import taint as _taint
+from .access import Access, BlockShape, labelled
 from .addresses import LazyAddresses, make_addresses, shape_of, unmade
 from .numerics import BITS_TYPES, dot_operands, float_to_int, from_float, to_float
 
 TensorHandle = _interp.TensorHandle
-
-
-@dataclasses.dataclass
-class Access:
-    """One memory operation, before it is performed (what the checks' access hooks are told).
-
-    Attributes:
-        op: what the kernel did: ``"load"``, ``"store"``, ``"atomic_add"``, ``"atomic_cas"``,
-            ``"descriptor_load"``, ...
-        kind: ``"load"``, ``"store"`` or ``"atomic"``.
-        size: bytes per lane.
-        masked: whether the kernel gave a mask (explicit, or the bounds of a descriptor/block pointer).
-        shape: the block's shape (the program axis first under the batched engine).
-        sem: for atomics, the memory semantics (``"acq_rel"``, ``"acquire"``, ``"release"``,
-            ``"relaxed"``); ``""`` for loads and stores.
-    """
-
-    __slots__ = ("op", "kind", "size", "masked", "shape", "sem")
-    op: str
-    kind: str
-    size: int
-    masked: bool
-    shape: tuple
-    sem: str
 
 
 class LaunchView(Protocol):
@@ -231,6 +208,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         self.launch = launch
         self._masked = True
         self._op = None
+        self._block = None  # a block pointer's declared shape (see .access), during its load or store
         for name in self._ELEMENTWISE:
             fn = getattr(self, name, None)
             if fn is not None:
@@ -479,7 +457,9 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         shape = shape_of(ptrs)
         mask_data = _mask_data(mask)
         launch = self.launch
-        acc = Access(self._op or "load", "load", dtype.itemsize, self._masked, shape, "")
+        acc = Access(self._op or "load", "load", dtype.itemsize, self._masked, shape, "", self._block)
+        if mask is not None and getattr(mask, "tainted", False):
+            _taint.observe(launch, mask, f"{acc.op} mask")
         res = launch.access(acc, None if unmade(ptrs) else ptrs.data, mask_data, ptrs)
         if res.all_lanes and res._ok is None and res.single_slot >= 0 and launch.space.region(res.single_slot):
             out = np.empty(shape, dtype=dtype)  # the gather writes every lane
@@ -501,7 +481,9 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         dtype = np_dtype_of(elem_ty)
         shape = shape_of(ptrs)
         launch = self.launch
-        acc = Access(self._op or "store", "store", dtype.itemsize, self._masked, shape, "")
+        acc = Access(self._op or "store", "store", dtype.itemsize, self._masked, shape, "", self._block)
+        if mask is not None and getattr(mask, "tainted", False):
+            _taint.observe(launch, mask, f"{acc.op} mask")
         res = launch.access(acc, None if unmade(ptrs) else ptrs.data, _mask_data(mask), ptrs)
         flat = _flat(value.data, shape, dtype)
         for hook in launch.hooks.store:
@@ -510,11 +492,8 @@ class CheckedBuilder(_interp.InterpreterBuilder):
 
     # --- descriptors and block pointers: label the access, reuse the masked paths ------------------
     def _labelled(self, op, fn, *args, **kw):
-        prev, self._op = self._op, op
-        try:
+        with labelled(self, op):
             return fn(*args, **kw)
-        finally:
-            self._op = prev
 
     def create_descriptor_load(self, *args, **kw):
         return self._labelled("descriptor_load", super().create_descriptor_load, *args, **kw)
@@ -522,11 +501,13 @@ class CheckedBuilder(_interp.InterpreterBuilder):
     def create_descriptor_store(self, *args, **kw):
         return self._labelled("descriptor_store", super().create_descriptor_store, *args, **kw)
 
-    def create_tensor_pointer_load(self, *args, **kw):  # block pointers (Triton < 3.7)
-        return self._labelled("block_ptr_load", super().create_tensor_pointer_load, *args, **kw)
+    def create_tensor_pointer_load(self, ptr, boundary_check, *rest, **kw):  # block pointers (Triton < 3.7)
+        with labelled(self, "block_ptr_load", BlockShape.of(ptr, boundary_check)):
+            return super().create_tensor_pointer_load(ptr, boundary_check, *rest, **kw)
 
-    def create_tensor_pointer_store(self, *args, **kw):  # block pointers (Triton < 3.7)
-        return self._labelled("block_ptr_store", super().create_tensor_pointer_store, *args, **kw)
+    def create_tensor_pointer_store(self, ptr, value, boundary_check, *rest, **kw):  # block pointers (Triton < 3.7)
+        with labelled(self, "block_ptr_store", BlockShape.of(ptr, boundary_check)):
+            return super().create_tensor_pointer_store(ptr, value, boundary_check, *rest, **kw)
 
     def create_atomic_load(self, *args, **kw):  # Triton >= 3.8
         return self._labelled("atomic_load", super().create_atomic_load, *args, **kw)
@@ -541,7 +522,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         dtype = np_dtype_of(elem_ty)
         shape = ptr.data.shape
         acc = Access(f"atomic_{_RMW_API.get(op, op.lower())}", "atomic", dtype.itemsize, True, shape, _sem(sem))
-        res, flat = self._atomic(acc, ptr, _mask_data(mask), val, dtype)
+        res, flat = self._atomic(acc, ptr, mask if isinstance(mask, TensorHandle) else _mask_data(mask), val, dtype)
         vals = flat[res.lanes]
         olds = self.launch.space.read_modify_write(res, dtype, _rmw_fn(op, elem_ty, vals))
         out = np.zeros(shape, dtype=dtype)
@@ -553,6 +534,8 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         dtype = np_dtype_of(elem_ty)
         shape = ptr.data.shape
         acc = Access("atomic_cas", "atomic", dtype.itemsize, True, shape, _sem(sem))
+        if cmp.tainted:
+            _taint.observe(self.launch, cmp, "atomic_cas compare value")
         res, flat = self._atomic(acc, ptr, None, val, dtype)
         cmps = _flat(cmp.data, shape, dtype)[res.lanes]
         vals = flat[res.lanes]
@@ -566,6 +549,10 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         """Resolve an atomic's lanes and show the values it writes to the store hooks; returns
         ``(resolved lanes, the values as a flat array of dtype over the block)``."""
         launch = self.launch
+        if isinstance(mask_data, TensorHandle):
+            if mask_data.tainted:
+                _taint.observe(launch, mask_data, f"{acc.op} mask")
+            mask_data = mask_data.data
         res = launch.access(acc, ptr.data, mask_data, ptr)
         flat = _flat(val.data, acc.shape, dtype)
         for hook in launch.hooks.store:
@@ -583,13 +570,20 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         if len(args) > 1:
             args = list(np.broadcast_arrays(*args))
         data = libdevice.call(symbol, args, np_dtype_of(ret_ty))  # warnings: off for the whole launch
-        return TensorHandle(np.asarray(data), ret_ty)
+        out = TensorHandle(np.asarray(data), ret_ty)
+        tainted = [a for a in argList if getattr(a, "tainted", False)]
+        return _taint.carry(out, *tainted) if tainted else out
 
     # --- debug operations ----------------------------------------------------------------------------
     def create_print(self, prefix, hex, values, isSigned=None, *rest):
+        for h in values:
+            if getattr(h, "tainted", False):
+                _taint.observe(self.launch, h, "device_print", _taint.running_lanes(self.launch, h))
         self.launch.device_print(prefix, hex, values)
 
     def create_assert(self, condition, message, *rest):
+        if getattr(condition, "tainted", False):
+            _taint.observe(self.launch, condition, "device_assert", _taint.running_lanes(self.launch, condition))
         cond = np.asarray(condition.data if isinstance(condition, TensorHandle) else condition)
         if not cond.all():
             self.launch.assert_failed(cond, message, batched=getattr(condition, "bat", False))

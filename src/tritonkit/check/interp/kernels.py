@@ -9,6 +9,7 @@ and place a finding on the line that made it.
 """
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import threading
@@ -55,7 +56,7 @@ def rewritten(pyfn, simt: bool = False):
                 compiled = []
 
                 def compile_and_exec(tree):
-                    compiled.append(compile(tree, filename=rewriter.filename, mode="exec"))
+                    compiled.append(compile(_with_closure(pyfn, tree), filename=rewriter.filename, mode="exec"))
                     return _exec_module(pyfn, compiled[0])
                 rewriter._compile_and_exec = compile_and_exec
                 fn = rewriter.rewrite_ast()
@@ -80,7 +81,40 @@ def _exec_module(pyfn, code):
             fn_globals[name] = value
     namespace: Dict[str, Any] = {}
     exec(code, fn_globals, namespace)
+    factory = namespace.get(_CLOSURE)
+    if factory is not None:  # the function's free variables, as its closure holds them now
+        return factory(*(_cell_value(c) for c in pyfn.__closure__ or ()))
     return namespace[pyfn.__name__]
+
+
+#: the function that a rewritten nested function is made in (see :func:`_with_closure`)
+_CLOSURE = "_tk_closure"
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # a free variable not bound yet: unbound in the rewrite too (None stands for it)
+        return None
+
+
+def _with_closure(pyfn, tree: ast.Module) -> ast.Module:
+    """The rewritten module ``tree`` of a function with free variables (a ``@triton.jit`` function
+    defined inside another, using that one's variables, which Triton's compiler reads from its
+    closure) made the body of a function :data:`_CLOSURE` taking those variables and returning it:
+    the rewrite is executed in the module's globals, where they are not. Other trees are returned
+    as they are."""
+    free = pyfn.__code__.co_freevars
+    if not free or not tree.body:
+        return tree
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in free], vararg=None, kwonlyargs=[],
+                         kw_defaults=[], kwarg=None, defaults=[])
+    extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
+    factory = ast.FunctionDef(name=_CLOSURE, args=args, decorator_list=[], returns=None, **extra,
+                              body=tree.body + [ast.Return(value=ast.Name(id=pyfn.__name__, ctx=ast.Load()))])
+    ast.copy_location(factory, tree.body[0])
+    tree.body = [factory]
+    return ast.fix_missing_locations(tree)
 
 
 def user_code(code) -> bool:

@@ -263,7 +263,8 @@ class _LoopTransformer(_FastTransformer):
         loop = f"_tk_loop{next(_counter)}"
         saves, merges = _saves_and_merges(loop, names)
         head, tail = _compaction(loop, node, self.local_names)
-        make = ast.Assign(targets=[_name(loop, True)], value=_call("loop_range", node.iter.args, node.iter.keywords))
+        make = ast.Assign(targets=[_name(loop, True)], value=ast.copy_location(
+            _call("loop_range", node.iter.args, node.iter.keywords), node.iter))
         new_for = ast.For(target=node.target, iter=_name(loop), body=[head] + saves + node.body + merges, orelse=[],
                           type_comment=None)
         out = [make, new_for, tail]
@@ -279,8 +280,8 @@ class _LoopTransformer(_FastTransformer):
         loop = f"_tk_loop{next(_counter)}"
         saves, merges = _saves_and_merges(loop, names)
         make = ast.Assign(targets=[_name(loop, True)], value=_call("loop_while", []))
-        test = ast.Call(func=ast.Attribute(value=_name(loop), attr="test", ctx=ast.Load()), args=[node.test],
-                        keywords=[])
+        test = ast.copy_location(ast.Call(func=ast.Attribute(value=_name(loop), attr="test", ctx=ast.Load()),
+                                          args=[node.test], keywords=[]), node.test)
         new_while = ast.While(test=test, body=saves + node.body + merges, orelse=[])
         out = [make, new_while]
         return _located(out, node)
@@ -300,7 +301,7 @@ class _LoopTransformer(_FastTransformer):
         if then_names is None or else_names is None:
             return node
         branch = f"_tk_if{next(_counter)}"
-        make = _call("branch", [node.test, ast.Constant(self.loops > 0)])
+        make = ast.copy_location(_call("branch", [node.test, ast.Constant(self.loops > 0)]), node.test)
         out: List[ast.stmt] = [ast.Assign(targets=[_name(branch, True)], value=make)]
         for taken, body, names in ((True, node.body, then_names), (False, node.orelse, else_names)):
             if not body:

@@ -39,6 +39,7 @@ from triton.runtime import interpreter as _interp
 
 from ..errors import Divergence
 from . import batched_ops
+from . import taint as _taint
 from .recipes import read_data
 from .batched import BatchedBuilder
 from .compact import UNSET, Compaction, last_index  # UNSET: a variable not bound (yet)
@@ -228,6 +229,7 @@ class _While(_Loop):
     iterated = False  # the condition was tested before
 
     def test(self, cond) -> bool:
+        _taint.observe_tensor(cond, "loop condition")
         b = self.builder
         if b is None:
             return bool(cond)
@@ -428,6 +430,7 @@ def branch(cond, in_loop: bool = False) -> _If:
         Divergence: ``cond`` differs between the running programs of a batch, the ``if`` is outside
             loops and the batch made less than :data:`MASK_AFTER_BYTES` per program before it.
     """
+    _taint.observe_tensor(cond, "branch condition")
     return _If(cond, in_loop)
 
 
@@ -442,6 +445,8 @@ def loop_range(*args, **kwargs) -> _Range:
         ValueError: a step of zero in some program.
         TypeError: a bound that is a block, not a scalar.
     """
+    for v in args:
+        _taint.observe_tensor(v, "loop bound")
     return _Range(*args, **kwargs)
 
 

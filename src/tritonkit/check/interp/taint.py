@@ -8,11 +8,21 @@ array of the lanes it marks and where that came from:
 * ``ovf`` / ``ovf_at``: lanes that derive from integer arithmetic that overflowed its type
   (``int_overflow``; the origin is an :class:`Origin`);
 * ``nan`` / ``nan_at``: lanes holding a NaN/Inf that an operation made from finite inputs, or
-  that a load read from memory (``nan_inf``; an :class:`Origin`).
+  that a load read from memory (``nan_inf``; an :class:`Origin`);
+* ``uninit`` / ``uninit_at``: lanes a load read from elements nothing had written
+  (``uninitialized_read``; the origin's ``info["finding"]`` is the finding the load made, held
+  back until the value is observed).
 
 Elementwise operations, casts, shape operations and ``tl.dot`` (row/column-wise) carry taints
-from inputs to result; ``tl.where`` keeps only the lanes it selects. ``tainted`` is True on a
-handle with any taint, so the common case (none) costs one attribute test.
+from inputs to result; ``tl.where`` keeps only the lanes it selects. Reductions and scans carry
+the :data:`OBSERVED` taints per lane (:func:`through_reduce`: a reduced lane is tainted when a
+lane it combines is; a scan's lane ``i`` when a lane at or before ``i`` is). ``tainted`` is True
+on a handle with any taint, so the common case (none) costs one attribute test.
+
+The :data:`OBSERVED` taints are reported where the value becomes observable
+(:func:`observe`, and the store, atomic and address hooks), not where it is made: a polluted
+value that is never stored, used as an address or a mask, branched on, printed or asserted
+changes nothing the program does, as on the GPU.
 """
 from __future__ import annotations
 
@@ -23,7 +33,9 @@ import numpy as np
 from triton.runtime import interpreter as _interp
 
 TensorHandle = _interp.TensorHandle
-KINDS = ("undef", "ovf", "nan")
+KINDS = ("undef", "ovf", "nan", "uninit")
+#: the taints reported where a value is observed, carried through reductions and scans
+OBSERVED = ("undef", "uninit")
 _AT = {k: k + "_at" for k in KINDS}
 
 
@@ -236,3 +248,113 @@ def first_lane(lanes: np.ndarray) -> tuple:
 def first_lanes(lanes: np.ndarray, n: int) -> List[List[int]]:
     """Indices (in the block) of the first ``n`` True lanes of a bool array."""
     return [list(map(int, ix)) for ix in np.argwhere(lanes.reshape(lanes.shape or (1,)))[:n]]
+
+
+def through_reduce(op, outs, ins, P: int = 1) -> None:
+    """Carry the :data:`OBSERVED` taints of ``ins`` (``tl.tensor`` s, the operands of one
+    ``tl.reduce``/``tl.associative_scan``) to ``outs`` (its results), lane by lane.
+
+    ``op`` is Triton's ``ReduceOps`` (``axis``: an int or None for every axis, ``keep_dims``) or
+    ``ScanOps`` (``axis``, ``reverse``); under the batched engine (``P`` programs) operands may
+    carry the program axis first. A reduced lane is tainted when any lane it combines (of any
+    operand) is; a scan's lane ``i`` when any lane at or before ``i`` along the axis is (after it,
+    with ``reverse``). Raises nothing; a result whose shape the taint does not fit is tainted whole.
+    """
+    hs = [getattr(t, "handle", None) for t in ins]
+    if not any(getattr(h, "tainted", False) for h in hs):
+        return
+    first = ins[0]
+    block = tuple(int(d) for d in first.type.shape) if first.type.is_block() else ()
+    bat = any(getattr(h, "bat", False) for h in hs)
+    full = ((P,) if bat else ()) + block
+    lead = 1 if bat else 0
+    scan = isinstance(op, _interp.ScanOps)
+    axis = op.axis
+    if axis is not None and block:
+        axis = (axis if axis >= 0 else axis + len(block)) + lead
+    for k in OBSERVED:
+        u, origin = None, None
+        for h in hs:
+            hu = getattr(h, k, None)
+            if hu is None:
+                continue
+            hu = np.broadcast_to(np.broadcast_to(hu, np.shape(h.data)).reshape(
+                (P,) + block if getattr(h, "bat", False) else block), full)
+            u = hu if u is None else (u | hu)
+            origin = merge(origin, getattr(h, _AT[k]))
+        if u is None:
+            continue
+        if not block:
+            r = u
+        elif scan:
+            r = np.flip(u, axis) if op.reverse else u
+            r = np.logical_or.accumulate(r, axis=axis)
+            r = np.flip(r, axis) if op.reverse else r
+        else:
+            axes = tuple(range(lead, len(full))) if axis is None else axis
+            r = u.any(axis=axes, keepdims=bool(op.keep_dims))
+        for t in outs:
+            h = getattr(t, "handle", None)
+            if h is None:
+                continue
+            shape = np.shape(h.data)
+            if r.shape == shape:
+                lanes = r
+            elif r.size == int(np.prod(shape)):
+                lanes = r.reshape(shape)
+            else:
+                lanes = np.broadcast_to(r.any(), shape)
+            mark(h, k, np.ascontiguousarray(lanes) if lanes.any() else None, origin)
+
+
+def whole(out: TensorHandle, *ins) -> TensorHandle:
+    """``out`` made by an operation whose lanes each may depend on any lane of ``ins`` (a gather's
+    indices, a histogram): tainted in every lane where any input lane is tainted."""
+    if not any(getattr(h, "tainted", False) for h in ins):
+        return out
+    shape = np.shape(out.data)
+    for k in KINDS:
+        hit = [h for h in ins if getattr(h, k, None) is not None and np.any(getattr(h, k))]
+        if hit:
+            origin = None
+            for h in hit:
+                origin = merge(origin, getattr(h, _AT[k]))
+            mark(out, k, np.ones(shape, dtype=bool), origin)
+    return out
+
+
+def observe(launch, h, what: str, lanes: Optional[np.ndarray] = None) -> None:
+    """The value ``h`` (a TensorHandle) is observed by ``what`` (``"branch"``, ``"device_print"``,
+    ``"store mask"``, ...): the checks' ``observe`` hooks report the :data:`OBSERVED` taints of
+    its lanes (``lanes``: bool, broadcastable to ``h``; None: every lane). Nothing outside a
+    checked launch, or for an untainted value."""
+    if launch is None or not getattr(h, "tainted", False):
+        return
+    if not any(getattr(h, k, None) is not None for k in OBSERVED):
+        return
+    for hook in launch.hooks.observe:
+        hook(launch, what, h, lanes)
+
+
+def observe_tensor(t, what: str) -> None:
+    """:func:`observe` for a ``tl.tensor`` (or any value) ``t`` of the running launch, if any, that
+    decides control flow (a condition, a loop bound): its :data:`OBSERVED` taints are then
+    cleared, so the one decision is reported once (the rewritten ``if`` and Triton's
+    ``bool(cond)`` both see it)."""
+    h = getattr(t, "handle", None)
+    if getattr(h, "tainted", False):
+        launch = getattr(_interp.interpreter_semantic.builder, "launch", None)
+        observe(launch, h, what, running_lanes(launch, h))
+        for k in OBSERVED:
+            if getattr(h, k, None) is not None:
+                mark(h, k, None, None)
+
+
+def running_lanes(launch, h) -> Optional[np.ndarray]:
+    """The lanes of ``h`` whose programs run now (a divergent loop or branch of the batched engine
+    masks the others), or None for all."""
+    active = getattr(getattr(launch, "builder", None), "active", None)
+    if active is None or not getattr(h, "bat", False):
+        return None
+    shape = np.shape(h.data)
+    return np.broadcast_to(np.asarray(active, dtype=bool).reshape((-1,) + (1,) * (len(shape) - 1)), shape)

@@ -3,7 +3,6 @@ like Triton's JIT binds them, scalars typed like the compiler types them, tensor
 launch's address space (tensors on a GPU copied to the host, and back after the launch)."""
 from __future__ import annotations
 
-import gc
 import inspect
 import weakref
 from typing import Dict, Tuple
@@ -19,6 +18,7 @@ from ..interp.builder import np_dtype_of
 from ..interp.numerics import from_float
 from ..memory import AddressSpace, HostStorage
 from ..memory.host import HostCopy, copy_to_host
+from .tensor_like import describe, foreign_tensor, is_tensor_like, owner_of, tracked_objects
 
 
 def _is_constexpr(param: inspect.Parameter) -> bool:
@@ -176,12 +176,15 @@ class ArgMapper:
         return hs
 
     def pointer(self, name: str, arg) -> tl.tensor:
-        """The pointer argument ``name`` for a tensor (or a ``TensorWrapper``): a region of the
-        address space for its view; the kernel gets the region's virtual address.
+        """The pointer argument ``name`` for a tensor (or a ``TensorWrapper``; a tensor-like object:
+        :meth:`tensor_like`): a region of the address space for its view; the kernel gets the
+        region's virtual address.
 
         Raises:
-            UsageError: the tensor is not strided (sparse, ...).
+            UsageError: the tensor is not strided (sparse, ...); see :meth:`tensor_like`.
         """
+        if is_tensor_like(arg):
+            return self.tensor_like(name, arg)
         t = arg.base if isinstance(arg, triton.runtime.jit.TensorWrapper) else arg
         if t.layout != torch.strided:
             raise UsageError(f"argument '{name}' is a {t.layout} tensor: Triton kernels take dense (strided) "
@@ -193,16 +196,59 @@ class ArgMapper:
         ty = tl.str_to_ty(type_name(arg), None)
         return tl.tensor(_interp.TensorHandle(np.array([region.vaddr], dtype=np.uint64), ty), ty)
 
+    def tensor_like(self, name: str, arg) -> tl.tensor:
+        """The pointer argument ``name`` for an object with ``data_ptr()`` and a torch ``dtype`` that
+        is not a tensor (see :mod:`.tensor_like`): its view (its own ``shape`` and strides from its
+        address, or without a shape the whole storage) mapped onto the storage of the torch tensor
+        its address points into (one of its attributes, else a live tensor of the program), else onto
+        the memory it describes.
+
+        Raises:
+            UsageError: its address, shape or strides cannot be read (:func:`.tensor_like.describe`),
+                no storage holds it and its memory cannot be wrapped (:func:`.tensor_like.foreign_tensor`),
+                its view reaches past the storage found, its address is not a multiple of its
+                element size from the storage's start, or its dtype is not one Triton takes.
+        """
+        desc = describe(name, arg)
+        from triton._utils import type_canonicalisation_dict
+        dtype = str(desc.dtype).replace("torch.", "")
+        ty_name = type_canonicalisation_dict.get(dtype)
+        if ty_name is None:
+            raise UsageError(f"argument '{name}' ({desc.kind}) has dtype {desc.dtype}, which Triton does not take")
+        owner = owner_of(arg, desc)
+        if owner is None:
+            owner = foreign_tensor(name, desc)
+        st = owner.untyped_storage()
+        start = desc.ptr - st.data_ptr() if st.data_ptr() else 0
+        if start % desc.itemsize:
+            raise UsageError(f"argument '{name}' ({desc.kind}) points {start} bytes into its storage, not a multiple "
+                             f"of its element size ({desc.itemsize} bytes for {desc.dtype})")
+        if desc.shape is not None and start + desc.span > st.nbytes():
+            raise UsageError(f"argument '{name}' ({desc.kind}) describes a view of shape {list(desc.shape)} and strides "
+                             f"{list(desc.strides)} ({desc.span} bytes from byte {start}) that reaches past its storage "
+                             f"({st.nbytes()} bytes): its shape or strides are wrong")
+        hs = self.storage(owner)
+        if desc.shape is None:  # bounded by the whole storage; the kernel gets the object's address in it
+            region = self.space.add(name, hs, 0, desc.itemsize, (st.nbytes() // desc.itemsize,), (1,), dtype)
+            vaddr = region.vaddr + start
+        else:
+            region = self.space.add(name, hs, start, desc.itemsize, desc.shape, desc.strides, dtype)
+            vaddr = region.vaddr
+        ty = tl.str_to_ty("*" + ty_name, None)
+        return tl.tensor(_interp.TensorHandle(np.array([vaddr], dtype=np.uint64), ty), ty)
+
     def convert(self, name: str, arg, spec: Tuple[str, bool] = ("", True)):
-        """The argument ``name`` as the kernel receives it: a tensor as a pointer, a tuple item by
+        """The argument ``name`` as the kernel receives it: a tensor (or an object with ``data_ptr()``
+        and a torch ``dtype``, :meth:`tensor_like`) as a pointer, a tuple item by
         item, a ``TensorDescriptor`` as the interpreter's descriptor, a scalar typed by
         :func:`scalar_argument` (``spec``: its annotation and whether it is value-specialized).
 
         Raises:
-            UsageError: see :meth:`pointer`, :meth:`storage` and :func:`scalar_argument`.
+            UsageError: see :meth:`pointer`, :meth:`tensor_like`, :meth:`storage` and
+                :func:`scalar_argument`.
         """
         if hasattr(arg, "data_ptr") and hasattr(arg, "untyped_storage") or \
-                isinstance(arg, triton.runtime.jit.TensorWrapper):
+                isinstance(arg, triton.runtime.jit.TensorWrapper) or is_tensor_like(arg):
             return self.pointer(name, arg)
         if isinstance(arg, tuple):
             items = [self.convert(f"{name}[{i}]", a, spec) for i, a in enumerate(arg)]
@@ -237,21 +283,6 @@ class ArgMapper:
 def _own_bytes(t: torch.Tensor, own: set) -> bool:
     """Whether ``t`` is a uint8 tensor over exactly the bytes of one of tritonkit's host buffers."""
     return t.dtype == torch.uint8 and t.dim() == 1 and (t.data_ptr(), t.numel()) in own
-
-
-def _tracked_objects() -> list:
-    """Every object the garbage collector tracks, those ``gc.freeze`` set aside included (a check
-    session freezes what it finds, :class:`~tritonkit.check.memory.allocator.frozen_heap`, and
-    ``gc.get_objects`` leaves frozen objects out): they are handed back for the look and frozen
-    again, with what was made since."""
-    frozen = gc.get_freeze_count()
-    if frozen:
-        gc.unfreeze()
-    try:
-        return gc.get_objects()
-    finally:
-        if frozen:
-            gc.freeze()
 
 
 class RawPointers:
@@ -290,7 +321,7 @@ class RawPointers:
         own = {(int(hs.buf.ctypes.data), int(hs.buf.nbytes)) for hs in self.mapper.space.storages.values()}
         with warnings.catch_warnings():  # isinstance() on some objects (deprecated torch aliases) warns
             warnings.simplefilter("ignore")
-            objects = [o for o in _tracked_objects() if isinstance(o, torch.Tensor)]
+            objects = [o for o in tracked_objects() if isinstance(o, torch.Tensor)]
         for obj in objects:
             try:
                 if obj.device.type not in devices or obj.layout != torch.strided or obj.numel() == 0 or \

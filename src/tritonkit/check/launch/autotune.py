@@ -7,10 +7,11 @@ import contextlib
 import contextvars
 from typing import Dict, List, Optional
 
-from ..errors import CheckAborted, StaticAssertFailed
+from ..errors import CheckAborted, StaticAssertFailed, UsageError
 from ..triton_hooks import autotuning
 from . import parallel
 from .active import active_session
+from .tensor_like import describe, is_tensor_like, owner_of
 
 _config_label: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("tritonkit_config", default=None)
 
@@ -39,6 +40,11 @@ def _tensors(values) -> List:
             out.extend(_tensors(v))
         elif hasattr(v, "base") and hasattr(v.base, "untyped_storage"):
             out.append(v.base)
+        elif is_tensor_like(v):  # an object with data_ptr() and a dtype: the tensor it points into
+            with contextlib.suppress(UsageError):
+                owner = owner_of(v, describe("", v))
+                if owner is not None:
+                    out.append(owner)
     return out
 
 

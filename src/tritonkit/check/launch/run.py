@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from typing import List, Optional
 
 import triton
@@ -17,12 +18,15 @@ from ..engine import BatchedEngine, Engine, SequentialEngine
 from ..errors import CheckAborted, InternalError, LaunchStalled, LaunchTimeout, StaticAssertFailed, UsageError
 from ..findings import Violation
 from ..forks import pass_threads
+from ..interp import builtins as builtins_calls
 from ..interp.kernels import LOCK, innermost_file, innermost_kernel_frame, traceback_frames
 from ..results import LaunchRecord
 from ..triton_hooks import patched_language
 from .arguments import ArgMapper, RawPointers, bind_arguments, normalize_grid, scalar_specs, spec_item
 from .state import Launch, fp_fusion_enabled
 
+#: where a builtin called from a kernel runs (see ..interp.builtins): its errors are the kernel's
+_BUILTIN_CALLS = os.path.abspath(builtins_calls.FILE)
 _TRITONKIT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: Triton's front end (``triton/language``, ``triton/compiler``): what it raises, a GPU compile raises too
 _TRITON_FRONT_END = tuple(os.path.join(os.path.dirname(os.path.abspath(triton.__file__)), d) + os.sep
@@ -160,15 +164,33 @@ def _kernel_failure(session, launch: Launch, exc: BaseException) -> None:
     elif isinstance(exc, NotImplementedError):
         kind = Unsupported.kind
         msg = f"cannot run on the CPU: {exc}" if str(exc) else f"cannot run on the CPU: {type(exc).__name__}"
-    elif where.startswith(_TRITONKIT_DIR + os.sep):
+    elif where.startswith(_TRITONKIT_DIR + os.sep) and where != _BUILTIN_CALLS:
         raise InternalError(f"tritonkit failed while running kernel {launch.kernel}: {exc!r}") from exc
     else:
         kind = KernelError.kind
-        msg = f"{type(exc).__name__}: {exc}"
+        msg = _missing_construct(exc) or f"{type(exc).__name__}: {exc}"
     v = Violation(kind=kind, kernel=launch.kernel, frames=traceback_frames(tb), program_id=launch.program_id(),
                   access="", masked=False, lanes=0, message=msg)
     v.config = launch.config
     session.add_violation(v, launch, frame=innermost_kernel_frame(tb) if session.pdb else None)
+
+
+def _missing_construct(exc: BaseException) -> Optional[str]:
+    """What to say of an ``AttributeError`` on Triton's language (a module of ``triton.language``, or
+    one of its objects: a ``tl.tensor``, a dtype) raised by kernel code: the construct does not exist
+    in the installed Triton, whose version it names. None for any other exception."""
+    obj, name = getattr(exc, "obj", None), getattr(exc, "name", None)
+    if not isinstance(exc, AttributeError) or not isinstance(name, str):
+        return None
+    if isinstance(obj, types.ModuleType) and obj.__name__.split(".")[:2] == ["triton", "language"]:
+        construct = f"{obj.__name__}.{name}"
+    elif type(obj).__module__.split(".")[:2] == ["triton", "language"]:
+        construct = f"{type(obj).__module__}.{type(obj).__name__}.{name}"
+    else:
+        return None
+    return (f"`{construct}` does not exist in the installed Triton ({triton.__version__}): the kernel uses a construct "
+            "this Triton version does not have (compiling it with this Triton fails too); run it with the Triton "
+            f"version it was written for, or write it without `{name}` ({type(exc).__name__}: {exc})")
 
 
 class _Timer:
