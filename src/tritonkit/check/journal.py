@@ -5,7 +5,8 @@ processes) appends to its own journal in the run's directory (``TRITONKIT_RUN_DI
 object a line, flushed after each: a ``process`` line when it starts, a ``finding`` line the moment
 a finding is made (and again, updated, at the end of a launch at most once a second, and when the
 session ends), a ``scope`` line where a new session starts in the same process (``pytest
---tritonkit``: one per test), a ``launch`` line per launch record, an ``end`` line when its session ends and an
+--tritonkit``: one per test), a ``launch`` line per launch record, ``running`` lines with the record so far of a
+launch that runs long (:mod:`tritonkit.check.launch.progress`), an ``end`` line when its session ends and an
 ``exit`` line with the program's outcome. The command that started the run reads every journal
 (:func:`read_run`) and builds one report (:func:`merge`), whether the processes ended normally,
 called ``os._exit``, were killed, or crashed.
@@ -26,6 +27,7 @@ import itertools
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -61,6 +63,7 @@ class Journal:
         self.launches = launches
         self.scopes = 0  # the scope lines written so far
         self._fh = open(self.path, "a", encoding="utf-8")
+        self._lock = threading.Lock()  # a launch's progress thread writes too
         self._last_snapshot = time.monotonic()
         self.write({"t": "process", "pid": os.getpid(), "ppid": os.getppid(), "argv": command_line(), "role": role,
                     "fork_of": fork_of, "checks": list(checks), "engine": engine, "started": time.time(),
@@ -68,8 +71,10 @@ class Journal:
 
     def write(self, record: Dict[str, Any]) -> None:
         """Append one record and flush it to the operating system (it survives the process)."""
-        self._fh.write(to_json(record) + "\n")
-        self._fh.flush()
+        text = to_json(record) + "\n"
+        with self._lock:
+            self._fh.write(text)
+            self._fh.flush()
 
     def scope(self, name: str) -> None:
         """A new session starts (``pytest --tritonkit``: one per test phase, ``name`` the test's node
@@ -107,6 +112,17 @@ class Journal:
         """A launch ended (written where :attr:`launches` says so)."""
         if self.launches:
             self.write({"t": "launch", "r": record.to_dict()})
+
+    def running(self, record: Dict[str, Any]) -> None:
+        """The running launch's record so far (``status`` ``"unfinished"``; see
+        :mod:`tritonkit.check.launch.progress`): what a reader reports of it if no ``launch`` line
+        follows (the process was killed in the middle of it)."""
+        self.write({"t": "running", "r": record})
+
+    def not_running(self) -> None:
+        """The launch whose :meth:`running` lines were written ended (its ``launch`` line, where
+        this journal writes those, may follow)."""
+        self.write({"t": "running", "r": None})
 
     def findings(self, log, final: bool) -> None:
         """Write the findings of ``log`` (a :class:`~tritonkit.check.findings.FindingLog`) changed since
@@ -159,6 +175,9 @@ class ProcessRun:
         scopes: the names of its scopes by number (0: ``""``, before any ``scope`` line).
         scope_started: when each scope started (seconds since the epoch; 0 for scope 0).
         launch_records: its launches, in the order they ended.
+        running: the record so far of a launch that had not ended at the journal's last line (a
+            ``running`` line with no ``launch`` line after it: the process ended in the middle of
+            it), with ``status`` ``"unfinished"``; None otherwise.
         ended: its (last) session ended (an ``end`` line); aborted: why it stopped early, or None.
         exit: the ``exit`` line (``status``, ``failed``, ``interrupted``, ``internal``), or None where the
             process ended before writing it (``os._exit``, a signal, a crash).
@@ -177,6 +196,7 @@ class ProcessRun:
     scopes: List[str] = dataclasses.field(default_factory=lambda: [""])
     scope_started: List[float] = dataclasses.field(default_factory=lambda: [0.0])
     launch_records: List[LaunchRecord] = dataclasses.field(default_factory=list)
+    running: Optional[LaunchRecord] = None
     ended: bool = False
     aborted: Optional[str] = None
     exit: Optional[Dict[str, Any]] = None
@@ -214,6 +234,9 @@ class ProcessRun:
                 return key
             elif t == "launch":
                 self.launch_records.append(LaunchRecord.from_dict(rec["r"]))
+                self.running = None
+            elif t == "running":
+                self.running = LaunchRecord.from_dict(rec["r"]) if rec.get("r") else None
             elif t == "end":
                 self.ended, self.aborted = True, rec.get("aborted")
             elif t == "exit":
@@ -354,6 +377,8 @@ def merge(runs: List[ProcessRun], interrupted: bool = False, script: Optional[Di
                 f.process = run.process
             findings.append(f)
         records.extend(run.launch_records)
+        if run.running is not None:  # killed in the middle of a launch: what it checked until then
+            records.append(run.running)
         if run.role == "root":
             aborted = run.aborted
     root = next((r for r in runs if r.role == "root"), runs[0] if runs else ProcessRun())

@@ -21,8 +21,10 @@ class LaunchRecord:
         accesses: memory operations checked (one per op per program).
         lanes: active lanes checked.
         seconds: wall time of the launch in the interpreter, in seconds.
-        status: ``"ok"``, ``"empty_grid"``, ``"aborted"``, or ``"captured"``: launched while a CUDA
-            graph was being captured, so run natively and not checked.
+        status: ``"ok"``, ``"empty_grid"``, ``"aborted"``, ``"captured"`` (launched while a CUDA
+            graph was being captured, so run natively and not checked), or ``"unfinished"`` (the
+            process ended in the middle of the launch: ``programs`` is how many it had checked;
+            see :mod:`tritonkit.check.launch.progress`).
         outputs: where the launch's tensors got their results: ``"checked"`` (the interpreter's) or
             ``"gpu"`` (checked, then run natively: ``outputs="gpu"`` and no finding).
         engine: which engine ran it: ``"batched"`` (many programs per execution of the kernel's
@@ -148,8 +150,10 @@ def summarize(records: List[LaunchRecord], findings: List[Finding], checks: List
     and ``lanes`` checked, ``empty_grids``, ``seconds`` in the interpreter, ``findings_by_kind``,
     the launches ``captured`` in a CUDA graph (run natively, unchecked), the ``checks`` that ran, the
     ``engine`` asked for, ``batched_launches``, ``gpu_launches`` (checked on the GPU: ``gpu_above``),
-    the ``fallbacks`` (kernel, grid, engine, reason of each launch that did not run batched), why the
-    run was ``aborted`` (or None) and whether it was ``interrupted`` (Ctrl-C)."""
+    the ``fallbacks`` (kernel, grid, engine, reason of each launch that did not run batched), the
+    ``unfinished`` launches (kernel, grid, programs checked, seconds: the process ended in the
+    middle of them), why the run was ``aborted`` (or None) and whether it was ``interrupted``
+    (Ctrl-C)."""
     by_kind: Dict[str, int] = {}
     for f in findings:
         by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
@@ -160,6 +164,8 @@ def summarize(records: List[LaunchRecord], findings: List[Finding], checks: List
         "lanes": sum(r.lanes for r in records),
         "empty_grids": sum(r.status == "empty_grid" for r in records),
         "captured": sum(r.status == "captured" for r in records),
+        "unfinished": [{"kernel": r.kernel, "grid": list(r.grid), "programs": r.programs, "seconds": r.seconds}
+                       for r in records if r.status == "unfinished"],
         "seconds": sum(r.seconds for r in records),
         "findings_by_kind": by_kind,
         "checks": list(checks),

@@ -174,6 +174,14 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
     if summary.get("captured"):
         parts.append(Text(f"note: {summary['captured']} launch(es) made while a CUDA graph was being captured ran "
                           "natively, unchecked (the graph runs them at replay)", style="yellow"))
+    for u in summary.get("unfinished") or []:
+        grid = "x".join(str(g) for g in u["grid"])
+        total = 1
+        for g in u["grid"]:
+            total *= int(g)
+        parts.append(Text(safe(f"unfinished: {u['kernel']} (grid {grid}): the process ended in the middle of this "
+                               f"launch; {u['programs']:,} of {total:,} programs checked in {u['seconds']:.0f} s"),
+                          style="bold yellow"))
     if summary.get("processes", 1) > 1:
         parts.append(Text(f"checked in {summary['processes']} processes (the program and its Python child "
                           "processes)", style="dim"))

@@ -146,6 +146,8 @@ def run_shared(launch, tx, run_range: Callable[[int, int], None], first: int, to
         children = _fork(launch, tx, run_range, bounds, folder, threads, new_guard)
         if not whole:
             tx.guard = new_guard()
+        # the launch's progress (launch.progress) counts this process's share for the whole launch's
+        launch.share = (launch.record.programs, bounds[1] - bounds[0], total - first)
         try:
             with forks.limit_threads(threads):
                 run_range(bounds[0], bounds[1])
@@ -165,6 +167,7 @@ def run_shared(launch, tx, run_range: Callable[[int, int], None], first: int, to
             parts.append(part)
         _merge(launch, tx, parts, folder)
     finally:
+        launch.share = None
         for pid, r in children.values():
             forks.kill(pid)
             try:

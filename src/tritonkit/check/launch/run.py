@@ -23,6 +23,7 @@ from ..interp.kernels import LOCK, innermost_file, innermost_kernel_frame, trace
 from ..results import LaunchRecord
 from ..triton_hooks import patched_language
 from .arguments import ArgMapper, RawPointers, bind_arguments, normalize_grid, scalar_specs, spec_item
+from .progress import Progress
 from .state import Launch, fp_fusion_enabled
 
 #: where a builtin called from a kernel runs (see ..interp.builtins): its errors are the kernel's
@@ -109,7 +110,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
                     if n not in constexprs and isinstance(v, int) and not isinstance(v, bool)),)
                 launch.builder.set_grid_dim(*dims)
                 launch.entry_frame = sys._getframe()
-                with timer:
+                with timer, Progress(launch, session.journal):
                     for engine in engines(session):
                         why = engine.run(launch, call_args)
                         if why is None:

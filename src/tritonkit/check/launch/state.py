@@ -98,6 +98,9 @@ class Launch:
         self.batch: Optional[Batch] = None
         self.tx = None
         self.uniform_access = False
+        #: while this process runs its share of a launch shared out between processes: (programs run
+        #: before the share, the share's programs, the programs the shares run), for the progress
+        self.share: Optional[Tuple[int, int, int]] = None
         self._last_batch: Tuple[int, ...] = (0, 0, 0)  # the first program of the last batch run
         self.record = LaunchRecord(kernel=self.kernel, grid=grid, config=config)
         self.spec_key: tuple = ()
