@@ -278,3 +278,39 @@ def test_the_plugin_module_is_light():
             "if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_json_directory_is_made_and_a_failed_write_is_not_a_green_run(suite):
+    """``--tritonkit-json reports/run1/tk.json`` makes the missing directories (as --junitxml does);
+    a write that fails at the end (its directory gone) is said and makes the run fail (status 3)."""
+    suite.makepyfile(test_one="def test_nothing():\n    pass\n")
+    result, out = _run(suite, "--tritonkit", "--tritonkit-json", "reports/run1/tk.json")
+    assert result.ret == 0, out
+    assert _json(suite, "reports/run1/tk.json")["tests"]["test_one.py::test_nothing"]["outcome"] == "passed"
+    suite.makepyfile(test_one=textwrap.dedent('''
+        import shutil
+
+
+        def test_removes_the_reports():
+            shutil.rmtree("gone")
+            open("gone", "w").close()  # a file where the JSON's directory was
+    '''))
+    result, out = _run(suite, "--tritonkit", "--tritonkit-json", "gone/tk.json")
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR, out
+    assert "tritonkit: cannot write --tritonkit-json" in out
+
+
+@pytest.mark.parametrize("name,message", [
+    ("conftest.py", "an existing Python source file; writing it would overwrite it"),
+    ("sub", "it is a directory"),
+    ("/proc/tk.json", "cannot be written: cannot write in its directory /proc"),
+])
+def test_a_json_path_that_cannot_or_must_not_be_written_is_refused_before_the_tests(suite, name, message):
+    if name.startswith("/proc") and not sys.platform.startswith("linux"):
+        pytest.skip("no /proc")
+    suite.makeconftest("X = 1\n")
+    (suite.path / "sub").mkdir()
+    suite.makepyfile(test_one="def test_nothing():\n    print('THE TEST RAN')\n")
+    result, out = _run(suite, "--tritonkit", "-s", "--tritonkit-json", name)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and message in out, out
+    assert "THE TEST RAN" not in out and (suite.path / "conftest.py").read_text().strip() == "X = 1"

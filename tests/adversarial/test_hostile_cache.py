@@ -311,7 +311,40 @@ def _non_utf8_name(d, outside):
 
 def _long_name(d, outside):
     name = "L" * 250 + ".json"  # 255 bytes: its lock file's name (+ ".lock") is too long to exist
-    return Expect(named=name, keep=write(d / name, "42"), clear_status=_status.USAGE)
+    # not named like a cache file: clear leaves it alone, named, without even trying its lock
+    return Expect(named=name, keep=write(d / name, "42"))
+
+
+def _project_folder(d, outside):
+    """--dir at a folder that is not a cache (a mistyped TRITONKIT_CACHE_DIR): refused, untouched,
+    even its file named like a cache file."""
+    project = d.parent / "project"
+    project.mkdir()
+    write(project / "package.json", '{"name": "app", "version": "1.0.0"}')
+    write(project / "config.json", "{not json")
+    write(project / "x-000000000000.json", "{bad")
+    return Expect(directory=str(project), dir_error=True)
+
+
+def _foreign_cachedir_tag(d, outside):
+    """Another tool's cache (its CACHEDIR.TAG does not name tritonkit) is not tritonkit's."""
+    other = d.parent / "pip"
+    other.mkdir()
+    write(other / "CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n# pip's cache\n")
+    write(other / "selfcheck.json", "{}")
+    return Expect(directory=str(other), dir_error=True)
+
+
+def _cache_without_marker(d, outside):
+    """A cache made before the marker existed: known by its names, used as before."""
+    (d / "CACHEDIR.TAG").unlink()
+    return Expect()
+
+
+def _stray_files_in_cache(d, outside):
+    """A user's own JSON files inside a marked cache are named, never moved or removed."""
+    write(d / "config.json", "{not json")
+    return Expect(named="package.json", keep=write(d / "package.json", '{"name": "app"}'))
 
 
 def _hostile_strings_document(d, outside):
@@ -392,6 +425,10 @@ CASES = {
     "unreadable_cache_dir": _unreadable_directory,
     "control_characters_in_cache_dir": _directory_with_control_characters,
     "missing_cache_dir": _missing_directory,
+    "project_folder_as_cache_dir": _project_folder,
+    "foreign_cachedir_tag": _foreign_cachedir_tag,
+    "cache_without_marker": _cache_without_marker,
+    "stray_files_in_cache": _stray_files_in_cache,
 }
 
 

@@ -215,7 +215,8 @@ def test_crash_during_write_keeps_previous_file(tmp_path, monkeypatch, target):
         assert "TRITONKIT_CACHE_DIR" in str(e.value) and "No space left" in str(e.value)
     monkeypatch.undo()
     assert open(path, "rb").read() == before
-    assert [f for f in os.listdir(tmp_path) if not f.endswith(".lock")] == [os.path.basename(path)]
+    assert sorted(f for f in os.listdir(tmp_path) if not f.endswith(".lock")) == ["CACHEDIR.TAG",
+                                                                                  os.path.basename(path)]
     fresh = TuneCache(tmp_path)
     assert fresh.lookup(KID, KEY, P(64)).ms == 0.5 and fresh.lookup(KID, KEY, P(128)) is None
 

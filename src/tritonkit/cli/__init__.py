@@ -8,8 +8,9 @@ added here is a new subcommand: :func:`main` finds it.
 
 What every command shares: the user's program after ``--`` (:class:`._target.Target`), the exit
 statuses (:mod:`._status`), and errors: a :class:`._status.BadUsage` or a missing optional library
-is a message and status 2; any other exception is a failure of tritonkit itself (its traceback and
-status 2).
+is a message and status 2; a closed stdout (``| head``) ends the printing quietly (status 141 where
+a plain print met it, the command's own status where its console did); any other exception is a
+failure of tritonkit itself (its traceback and status 2).
 """
 from __future__ import annotations
 
@@ -80,5 +81,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"tritonkit {args.command}: interrupted", file=sys.stderr)
         return _status.INTERRUPTED
+    except BrokenPipeError:  # stdout's reader went away (`| head`) during a plain print: no traceback
+        from ._console import stdout_to_devnull
+        stdout_to_devnull()
+        return _status.BROKEN_PIPE
     except Exception:  # a failure of tritonkit itself
         return internal_error()

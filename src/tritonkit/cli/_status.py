@@ -18,6 +18,9 @@ USAGE = 2
 SCRIPT_FAILED = 3
 #: interrupted (Ctrl-C)
 INTERRUPTED = 130
+#: stdout's reader went away (``tritonkit ... | head``) while a command printed outside its console
+#: (128 + SIGPIPE, what a shell reports for a process that SIGPIPE ended)
+BROKEN_PIPE = 141
 
 
 class BadUsage(Exception):

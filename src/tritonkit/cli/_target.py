@@ -163,25 +163,77 @@ def _saved_copy(name: str, raw: bytes) -> str:
     return path
 
 
-def writable_path(path: str, option: str, target: Optional["Target"] = None, inputs: Sequence[str] = ()) -> None:
-    """Raise :class:`BadUsage` unless ``path`` can be written at the end of the run without harm:
-    its directory exists (say so now, not after the run), it is not a directory, and it is none of
-    the files the run reads: ``inputs``, ``target``'s script and every argument of it that names an
-    existing file (``--json victim.py -- python victim.py`` would overwrite the script)."""
+def writable_path(path: str, option: str, target: Optional["Target"] = None, inputs: Sequence[str] = (),
+                  source_ok: bool = False) -> None:
+    """Raise :class:`BadUsage` unless ``path`` can be written at the end of the run without harm,
+    said now, before anything runs, not after it.
+
+    Refused: a missing directory; a directory; a path that cannot be written now (tried with
+    :func:`tritonkit._io.output_problem`: an unwritable directory, a read-only file, a socket); an
+    existing Python source file (``*.py``/``*.pyi``, a ``python`` shebang: a module the script
+    imports), unless ``source_ok`` (an output that is Python source itself); and any file the run
+    reads: ``inputs``, ``target``'s script, the files of its ``-m`` module (found without
+    importing it) and every argument of it that names an existing file (``--json victim.py --
+    python victim.py`` would overwrite the script). A device, a FIFO or a symlink is allowed: it is
+    written through, never replaced (:func:`tritonkit._io.atomic_write`).
+
+    Raises:
+        BadUsage: for each of the above, saying what to do.
+    """
+    from .._io import output_problem, python_source
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise BadUsage(f"cannot write {option} {path}: no directory {directory}")
+        raise BadUsage(f"cannot write {option} {path}: no directory {directory}; create it first")
     if os.path.isdir(path):
         raise BadUsage(f"cannot write {option} {path}: it is a directory; give a file name")
-    if not os.path.exists(path):
-        return
-    names = list(inputs) + (([target.name] if target.kind == "script" else []) + list(target.args) if target else [])
-    for name in names:
+    if os.path.exists(path):
+        named = [(n, "an input of the run") for n in inputs]
+        if target is not None and target.kind == "script":
+            named.append((target.name, "the script"))
+        elif target is not None:
+            named += [(f, f"a file of the module {target.name}") for f in module_files(target.name)]
+        named += [(n, "an input of the run") for n in (target.args if target is not None else ())]
+        for name, what in named:
+            try:
+                same = os.path.isfile(name) and os.path.samefile(name, path)
+            except OSError:
+                same = False
+            if same:
+                raise BadUsage(f"{option} {path} is {what} ({name}): writing it would overwrite it; give another "
+                               f"path")
+        if not source_ok and python_source(path):
+            raise BadUsage(f"{option} {path} is an existing Python source file: writing it would overwrite it; give "
+                           f"another path (a name ending .json)")
+    problem = output_problem(path)
+    if problem is not None:
+        raise BadUsage(f"cannot write {option} {path}: {problem}; give another path")
+
+
+def module_files(name: str) -> List[str]:
+    """The files ``python -m name`` runs from the working directory: each package's ``__init__``
+    on the way, the module's own file, and a package's ``__main__``; found the way the import
+    system finds them, without importing (running) anything. Empty where it is not found; nothing
+    is raised (a search path that cannot be read is skipped)."""
+    from importlib.machinery import PathFinder
+    search: Optional[List[str]] = [os.getcwd(), *sys.path]
+    parts = name.split(".")
+    files: List[str] = []
+    for i in range(len(parts)):
         try:
-            same = os.path.isfile(name) and os.path.samefile(name, path)
-        except OSError:
-            same = False
-        if same:
-            what = ("the script" if target and target.kind == "script" and name == target.name
-                    else "an input of the run")
-            raise BadUsage(f"{option} {path} is {what} ({name}): writing it would overwrite it; give another path")
+            spec = PathFinder.find_spec(".".join(parts[:i + 1]), search)
+        except (ImportError, ValueError, OSError):
+            spec = None
+        if spec is None:
+            return files
+        if spec.origin and os.path.isfile(spec.origin):
+            files.append(spec.origin)
+        search = list(spec.submodule_search_locations or [])
+        if not search:
+            return files
+    try:
+        main = PathFinder.find_spec(name + ".__main__", search)
+    except (ImportError, ValueError, OSError):
+        main = None
+    if main is not None and main.origin and os.path.isfile(main.origin):
+        files.append(main.origin)
+    return files

@@ -4,8 +4,13 @@ KERNEL is a kernel name, or a prefix of names where no kernel has that exact nam
 0 done; 1 ``show`` found no such kernel; 2 bad usage, a cache directory that cannot be used, or
 ``clear`` could not clear some files (it says which, and clears the others). ``list`` and
 ``show`` change nothing on disk: a file they cannot use is named with why and skipped. ``clear``
-moves a corrupt file aside (``<file>.corrupt-<timestamp>``) and names it. Every name and string
-read from the cache is printed escaped (:func:`tritonkit.report.terminal.safe`).
+moves a corrupt file aside (``<file>.corrupt-<timestamp>``) and names it; a ``*.json`` that is not
+provably tritonkit's (not named as tritonkit names its files, no valid cache document) is left
+alone, named. A directory that is not a tuning cache (files tritonkit did not write, no
+``CACHEDIR.TAG`` of tritonkit's: a project folder, a mistyped ``--dir``) is refused, status 2,
+with nothing in it read, moved or deleted; so is an empty or blank KERNEL (it would match every
+kernel). Every name and string read from the cache is printed escaped
+(:func:`tritonkit.report.terminal.safe`).
 """
 from __future__ import annotations
 
@@ -57,7 +62,8 @@ def run(args, console=None) -> int:
     """Run a parsed ``tritonkit cache`` command; returns the exit status (see the module).
 
     Raises:
-        BadUsage: no action, ``show`` without a kernel, or a cache directory that cannot be used.
+        BadUsage: no action, ``show`` without a kernel, an empty or blank kernel name, or a cache
+            directory that cannot be used or is not a tuning cache.
     """
     from ..report.terminal import safe
     from ..report.tune import print_cache_entries, print_cache_list
@@ -74,9 +80,14 @@ def run(args, console=None) -> int:
             parser.print_usage(sys.stderr)
         raise BadUsage("choose an action: list, show KERNEL or clear [KERNEL] [--failures]")
     kernel = getattr(args, "kernel", None)
-    if action == "show" and not kernel:
-        raise BadUsage("give a kernel name")
-    cache = TuneCache(args.cache_dir) if getattr(args, "cache_dir", None) else TuneCache()
+    if (action == "show" or kernel is not None) and not (kernel or "").strip():
+        raise BadUsage(f"the kernel name {kernel!r} is empty: give a kernel name (an empty one would match every "
+                       f"kernel)" + ("; `tritonkit cache clear` without one clears every kernel" if action == "clear"
+                                     else ""))
+    cache_dir = getattr(args, "cache_dir", None)
+    if cache_dir is not None and not cache_dir.strip():
+        raise BadUsage("--dir is empty: give the cache directory, or leave --dir out for the default one")
+    cache = TuneCache(cache_dir) if cache_dir else TuneCache()
     try:
         if action == "list":
             print_cache_list(list(cache.entries()), cache.directory, console)
@@ -97,7 +108,7 @@ def run(args, console=None) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TuneCacheWarning)
             n = cache.clear(kernel, failures_only=bool(getattr(args, "failures", False)))
-    except TuneCacheError as e:
+    except (TuneCacheError, ValueError) as e:
         raise BadUsage(safe(e)) from None
     for w in caught:
         if issubclass(w.category, TuneCacheWarning):
@@ -107,6 +118,8 @@ def run(args, console=None) -> int:
     what = "failed config(s)" if args.failures else "config(s)"
     scope = f" of {kernel!r}" if kernel else ""
     console.print(f"removed {n} cached {what}{scope} from {safe(cache.directory)}", markup=False, highlight=False)
+    for path, why in cache.left_alone:
+        console.print(f"left alone: {safe(os.path.basename(path))}: {safe(why)}", markup=False, highlight=False)
     if cache.skipped:
         _print_skipped(cache, console, "not cleared")
         return _status.USAGE

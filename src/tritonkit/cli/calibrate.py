@@ -47,10 +47,10 @@ def run(args, console=None) -> int:
     ceiling = measure()
     peaks = current_peaks()
     path = save(torch.cuda.get_device_name(), ceiling)
-    console.print(ceiling_table(ceiling, peaks))
-    console.print(f"kept in {path}; tritonkit profile now shows % of these ceilings")
-    if args.json:
+    if args.json:  # before printing: a reader that closes stdout early loses nothing
         from .._io import atomic_write_text
         atomic_write_text(args.json, json.dumps(Calibration(torch.cuda.get_device_name(), peaks, ceiling).to_dict(),
                                                 indent=1) + "\n")
+    console.print(ceiling_table(ceiling, peaks))
+    console.print(f"kept in {path}; tritonkit profile now shows % of these ceilings")
     return _status.OK

@@ -9,7 +9,10 @@ terminal it was started from, whatever the script did with its own ``sys.stdout`
 
 Exit status: 0 no findings; 1 findings (a kernel that could not run, or timed out, is a finding);
 2 bad usage or a failure of tritonkit itself; 3 the script raised, exited with another status or
-was killed (said on stderr) and nothing was found; 130 interrupted.
+was killed (said on stderr) and nothing was found; 130 interrupted. A ``--json`` FILE that cannot
+be written is refused before the script runs (status 2); one whose write fails after the run (a full
+disk) is said on stderr, and the status is then 1 where there are findings, else 2. The JSON is
+written before the report is printed.
 """
 from __future__ import annotations
 
@@ -190,8 +193,8 @@ def run(args) -> int:
         print(f"tritonkit check: the script ended with status {code} before tritonkit could see how (os._exit?)",
               file=sys.stderr)
     report = merge(runs, interrupted=interrupted, script={"target": target.argv, "failed": failed})
-    if not _show(report, json_path):
-        return _status.USAGE
+    if not _show(report, json_path) and not report.findings:
+        return _status.USAGE  # with findings, their status: the error above says the file is missing
     if interrupted:
         print("tritonkit check: interrupted", file=sys.stderr)
         return _status.INTERRUPTED
@@ -228,7 +231,7 @@ def _run_gpu(args, target, json_path: Optional[str]) -> int:
         except sanitizer.SanitizerUnavailable as e:
             raise BadUsage(str(e)) from None
         report, code, _ = sanitizer.report(target, tool)
-    if not _show(report, json_path):
+    if not _show(report, json_path) and not report.findings:
         return _status.USAGE
     if report.findings:
         return _status.FINDINGS
@@ -239,18 +242,22 @@ def _run_gpu(args, target, json_path: Optional[str]) -> int:
 
 
 def _show(report, json_path: Optional[str]) -> bool:
-    """Print the report to the terminal and write its JSON to ``json_path`` (None: none); False
-    (said on stderr) when the JSON cannot be written."""
+    """Write the report's JSON to ``json_path`` (None: none), then print the report to the terminal:
+    the file is written first, so a reader that closes stdout early (``| head -1``) loses nothing
+    (a closed stdout ends the printing quietly: :func:`~tritonkit.cli._console.make_console`).
+    False (said on stderr) when the JSON cannot be written; the report is printed all the same."""
     from ..check.findings import write_json
     from ..report import print_report
-    print_report(report, make_console())
+    from ..report.terminal import safe
+    written = True
     if json_path:
         try:
             write_json(json_path, report.to_dict())
         except OSError as e:
-            print(f"tritonkit check: error: cannot write {json_path}: {e}", file=sys.stderr)
-            return False
-    return True
+            print(f"tritonkit check: error: cannot write {safe(json_path)}: {safe(e)}", file=sys.stderr)
+            written = False
+    print_report(report, make_console())
+    return written
 
 
 def _wait(proc) -> tuple:

@@ -59,6 +59,8 @@ def load_results(kernel: str, from_file: Optional[str] = None, cache_dir: Option
     Raises:
         FileNotFoundError: ``from_file`` names no file.
         KeyError: the file or cache has no results for ``kernel``.
+        TuneCacheError: the cache directory cannot be read, or is not a tuning cache.
+        ValueError: ``kernel`` is an empty or blank name.
     """
     from ..tune import TuneCache, TuneResult
     if from_file:
@@ -88,8 +90,9 @@ def run(args, console=None, load=None) -> int:
             ``--from`` and ``--cache-dir`` options).
 
     Raises:
-        BadUsage: bad options, no results for the kernel, too few keys, scikit-learn missing, a file
-            that cannot be written.
+        BadUsage: bad options, an empty or blank kernel name, no results for the kernel, too few
+            keys, scikit-learn missing, a cache directory that cannot be read (or is not a tuning
+            cache), a file that cannot be written.
     """
     from .._io import atomic_write_text
     from ..report.tune import print_distilled
@@ -103,6 +106,11 @@ def run(args, console=None, load=None) -> int:
         key_names = [n.strip() for n in args.key_names.split(",") if n.strip()]
         if not key_names:
             raise BadUsage(f"--key-names {args.key_names!r} names nothing; e.g. --key-names M,N,K")
+    if getattr(args, "cache_dir", None) is not None and not args.cache_dir.strip():
+        raise BadUsage("--cache-dir is empty: give the cache directory, or leave --cache-dir out for the default one")
+    if not (args.kernel or "").strip():
+        raise BadUsage(f"the kernel name {args.kernel!r} is empty: give the kernel's name, as the tuner stored its "
+                       f"results (`tritonkit cache list` lists them)")
     if getattr(args, "max_depth", 4) < 1:
         raise BadUsage("--max-depth must be at least 1")
     folds = getattr(args, "folds", 5)
@@ -110,13 +118,16 @@ def run(args, console=None, load=None) -> int:
         raise BadUsage("--folds must be at least 2, or 0 for leave-one-out")
     out = args.out or re.sub(r"[^\w\-]", "_", args.kernel) + "_heuristics.py"
     sources = [args.from_file] if getattr(args, "from_file", None) else []
-    writable_path(out, "--out", inputs=sources)
+    writable_path(out, "--out", inputs=sources, source_ok=True)  # the generated module: Python source
     if getattr(args, "json", None):
         writable_path(args.json, "--json", inputs=sources + [out])
     try:
         results = list(load(args.kernel) or [])
     except (KeyError, FileNotFoundError) as e:
         raise BadUsage(f"no tuning results for kernel {args.kernel!r} ({e}); tune it at several shapes first") from None
+    except OSError as e:  # a cache directory that cannot be read or is not a tuning cache, an unreadable --from
+        from ..report.terminal import safe
+        raise BadUsage(safe(e)) from None
     if not results:
         raise BadUsage(f"no tuning results for kernel {args.kernel!r}; tune it at several shapes first")
     try:

@@ -138,20 +138,26 @@ def run(args, console=None) -> int:
         ceiling = load(meta.device) if meta.device else None
         reports = analyze(prof.kernels, peaks, ceiling, host_us=by_report(prof.kernels, meta.host_us),
                           resources=by_report(prof.kernels, meta.resources))
-        console.print(kernel_table(reports, peaks))
-        console.print(scope_tree(prof.tree, args.min_share))
-        if args.json:
-            from .._io import atomic_write_text
+        charts = None
+        if args.json:  # written before the tables are printed: a reader that closes stdout early loses nothing
+            from .._io import atomic_write_text, output_target
             from ..report.charts import roofline_chart, save_figure, time_breakdown_chart
             stem = os.path.splitext(args.json)[0]
-            if work:  # keep Proton's own file next to the JSON: `tritonkit profile --from` reads it again
-                kept = stem + ".hatchet"
-                shutil.copyfile(path, kept)
-                path = kept
-            charts = save_figure(roofline_chart(reports, peaks, ceiling), stem + "_roofline") + \
-                save_figure(time_breakdown_chart(reports), stem + "_time")
+            charts = []
+            if output_target(args.json)[1]:  # a device or a FIFO (/dev/stdout): no files beside it
+                console.print("[dim]--json is not a regular file: no charts or Proton file written beside it[/dim]")
+            else:
+                if work:  # keep Proton's own file next to the JSON: `tritonkit profile --from` reads it again
+                    kept = stem + ".hatchet"
+                    shutil.copyfile(path, kept)
+                    path = kept
+                charts = save_figure(roofline_chart(reports, peaks, ceiling), stem + "_roofline") + \
+                    save_figure(time_breakdown_chart(reports), stem + "_time")
             report = ProfileReport(peaks, ceiling, reports, prof.tree, path, charts)
             atomic_write_text(args.json, json.dumps(report.to_dict(), indent=1) + "\n")
+        console.print(kernel_table(reports, peaks))
+        console.print(scope_tree(prof.tree, args.min_share))
+        if charts is not None:
             console.print("charts: " + ", ".join(charts))
         return status
     finally:

@@ -76,6 +76,16 @@ def run(args, console=None) -> int:
         raise BadUsage(f"--budget: {e}") from None
     if args.restarts < 0:
         raise BadUsage("--restarts must be 0 or more")
+    if args.cache_dir is not None and not args.cache_dir.strip():
+        raise BadUsage("--cache-dir is empty: give the cache directory, or leave --cache-dir out for the default one")
+    if not args.no_cache:  # a folder that is not a cache: said now, not by the script's first tuned launch
+        from ..tune import TuneCache
+        from ..tune._cache import TuneCacheError
+        try:
+            TuneCache(args.cache_dir or None).check()
+        except TuneCacheError as e:
+            from ..report.terminal import safe
+            raise BadUsage(safe(e)) from None
     target = Target.parse(args.target)
     if args.json:
         writable_path(args.json, "--json", target)
@@ -117,9 +127,14 @@ def run(args, console=None) -> int:
                 status = _status.SCRIPT_FAILED
             break
         results = merge_reports(report)
+        if args.json:  # before the report is printed: a reader that closes stdout early loses nothing
+            try:
+                atomic_write_text(args.json, json.dumps(TuneReport(results, restarts).to_dict(), indent=1) + "\n")
+            except OSError as e:
+                from ..report.terminal import safe
+                print(f"tritonkit tune: error: cannot write {safe(args.json)}: {safe(e)}", file=sys.stderr)
+                status = status if status != _status.OK else _status.USAGE
         render_results(results, console, restarts)
-        if args.json:
-            atomic_write_text(args.json, json.dumps(TuneReport(results, restarts).to_dict(), indent=1) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return status

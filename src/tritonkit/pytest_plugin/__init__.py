@@ -26,7 +26,7 @@ from typing import List
 
 import pytest
 
-from .options import DEFAULT_KINDS, kinds_or_none, options_from, require_pytest
+from .options import DEFAULT_KINDS, json_output, kinds_or_none, options_from, require_pytest
 
 __all__ = ["require_pytest", "options_from"]
 
@@ -100,7 +100,8 @@ def pytest_configure(config) -> None:
 
     Raises:
         pytest.UsageError: a ``--tritonkit-*`` option without ``--tritonkit``; pytest older than 8;
-            a bad ``--tritonkit=KINDS`` or timeout.
+            a bad ``--tritonkit=KINDS`` or timeout; a ``--tritonkit-json`` FILE that cannot be
+            written (:func:`~.options.json_output`; its missing directories are created).
     """
     config.addinivalue_line("markers", "tritonkit(checks=None, nan=None): with pytest --tritonkit, check this test's "
                                        "Triton launches with these checks (a list or 'a,b') and/or the NaN/Inf check")
@@ -116,5 +117,9 @@ def pytest_configure(config) -> None:
                                     "which is not given: add --tritonkit")
         return
     require_pytest(pytest.__version__)
+    options = options_from(config)
+    json_path = None if hasattr(config, "workerinput") else json_output(config)  # the controller writes it
     from .checking import CheckingPlugin
-    config.pluginmanager.register(CheckingPlugin(config, options_from(config)), "tritonkit-checking")
+    plugin = CheckingPlugin(config, options)
+    plugin.json_path = json_path
+    config.pluginmanager.register(plugin, "tritonkit-checking")

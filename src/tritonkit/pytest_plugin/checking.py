@@ -146,6 +146,8 @@ class CheckingPlugin:
         self._running: Dict[str, _Running] = {}
         self._pending: Dict[Tuple[str, str], PhaseResult] = {}
         self._child_seen: Dict[tuple, Tuple[Optional[PhaseResult], int]] = {}
+        #: where the reporting process writes the JSON (absolute; set by the plugin's configure)
+        self.json_path: Optional[str] = None
 
     # --- the run --------------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
@@ -175,12 +177,15 @@ class CheckingPlugin:
             uninstall()
         if self.journal is not None:
             self.journal.close()
-        path = self.config.getoption("tritonkit_json")
+        path = self.json_path
         if path and not self.worker:
             try:
-                write_json(os.path.abspath(path), self.json_data())
-            except OSError as e:
-                self.config.get_terminal_writer().line(f"tritonkit: cannot write {path}: {e}", red=True)
+                write_json(path, self.json_data())
+            except OSError as e:  # checked writable at the start; a full disk, a directory removed since
+                self.config.get_terminal_writer().line(f"tritonkit: cannot write --tritonkit-json {path}: {e}",
+                                                       red=True)
+                if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+                    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR  # not a green run without its file
 
     def pytest_unconfigure(self, config) -> None:
         if self.owns_run_dir:

@@ -26,6 +26,41 @@ def require_pytest(version: str) -> None:
                                 f"pip install -U 'pytest>={need}'")
 
 
+def json_output(config) -> Optional[str]:
+    """``--tritonkit-json FILE`` as an absolute path (taken now: a test may ``os.chdir``) made ready
+    to be written at the end of the run, or None where it is not given. Its missing parent
+    directories are created, as ``--junitxml`` does, and a write is tried now
+    (:func:`tritonkit._io.output_problem`), so a path that cannot be written is said before any
+    test runs rather than after all of them.
+
+    Raises:
+        pytest.UsageError: FILE is a directory or an existing Python source file (``conftest.py``),
+            its directory cannot be created, or it cannot be written (permissions, a socket).
+    """
+    import os
+
+    from .._io import output_problem, python_source
+    given = config.getoption("tritonkit_json", None)
+    if not given:
+        return None
+    path = os.path.abspath(given)
+    if os.path.isdir(path):
+        raise pytest.UsageError(f"--tritonkit-json {given}: it is a directory; give a file name")
+    if python_source(path):
+        raise pytest.UsageError(f"--tritonkit-json {given}: an existing Python source file; writing it would "
+                                f"overwrite it: give another path (a name ending .json)")
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise pytest.UsageError(f"--tritonkit-json {given}: cannot create its directory {directory}: "
+                                f"{e.strerror or e}") from None
+    problem = output_problem(path)
+    if problem is not None:
+        raise pytest.UsageError(f"--tritonkit-json {given}: cannot be written: {problem}; give another path")
+    return path
+
+
 def kinds_or_none(value: str) -> Optional[List[str]]:
     """``value`` as a list of known checks, or None where it is not one."""
     kinds = [k.strip() for k in value.split(",") if k.strip()]

@@ -124,7 +124,7 @@ def _write(path: Optional[str], data: bytes) -> None:
     d = os.path.dirname(path)
     try:
         os.makedirs(d, exist_ok=True)
-        atomic_write(path, lambda fh: fh.write(data), binary=True)
+        atomic_write(path, lambda fh: fh.write(data), binary=True, own=True)
     except OSError:
         _broken_dirs.add(d)
 

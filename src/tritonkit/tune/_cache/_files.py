@@ -9,11 +9,21 @@ or in the middle of a write) loses nothing recorded before it. A file that canno
 JSON, another format version, a wrong structure: :func:`~._format.validate`) is moved aside to
 ``<file>.corrupt-<timestamp>`` with a :class:`TuneCacheWarning` and started afresh; other files are
 never touched.
+
+Only what is provably tritonkit's is ever moved aside, removed or locked. A cache directory is
+marked by a ``CACHEDIR.TAG`` file of tritonkit's (:data:`MARKER`, written with the first entry; the
+cache-directory tag that backup tools skip); one made by an older tritonkit, without it, is known
+by its names (every entry named the way this module names its files). Any other existing directory
+(a project folder, a mistyped ``TRITONKIT_CACHE_DIR``) is refused with :class:`TuneCacheError`
+before anything is read, locked or written in it. In a cache, only a file named the way
+:meth:`~tritonkit.tune.TuneCache.path_for` names them (``<name>-<12 hex digits>.json``) is ever moved
+aside; a file named otherwise is removed only where its content is a valid cache document.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import threading
 import time
@@ -22,13 +32,26 @@ from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..._imports import require
-from ..._io import atomic_write
+from ..._io import atomic_write, atomic_write_text
 from ._format import validate
 
 #: environment variable that overrides the default cache directory.
 ENV_DIR = "TRITONKIT_CACHE_DIR"
 #: how long a write waits for another process's lock on the same file, in seconds.
 DEFAULT_LOCK_TIMEOUT_S = 60.0
+
+#: the file that marks a directory as tritonkit's tuning cache (a cache-directory tag,
+#: https://bford.info/cachedir/, whose text names tritonkit)
+MARKER = "CACHEDIR.TAG"
+_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
+MARKER_TEXT = (f"{_SIGNATURE}\n# This directory is the tuning cache of tritonkit (tritonkit.tune): one JSON file per\n"
+               f"# kernel. `tritonkit cache list|show|clear` reads and clears it. For information about cache\n"
+               f"# directory tags see https://bford.info/cachedir/\n")
+#: the name of an entry file (``TuneCache.path_for``)
+ENTRY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}-[0-9a-f]{12}\.json")
+# every name this module makes in a cache: entries, their locks, moved-aside copies, temporary files
+_OWN_NAME = re.compile(r"(?P<base>[A-Za-z0-9_.-]{1,64}-[0-9a-f]{12}\.json)(\.lock|\.corrupt-[0-9T]+(\.[0-9]+)?)?"
+                       r"|\.(?P<tmp>[A-Za-z0-9_.-]{1,64}-[0-9a-f]{12}\.json|CACHEDIR\.TAG)\.tmp-\w+")
 
 #: what an update function returns: True (write the document), False (leave the file), or
 #: ``"remove"`` (delete the file).
@@ -87,7 +110,18 @@ class CacheFiles:
         """Every ``*.json`` file of the directory, sorted (empty when the directory does not exist).
 
         Raises:
-            TuneCacheError: the directory cannot be listed.
+            TuneCacheError: the directory cannot be listed, or is not a tuning cache (:meth:`names`).
+        """
+        return sorted(os.path.join(self.directory, n) for n in self.names() if n.endswith(".json"))
+
+    def names(self) -> List[str]:
+        """The names in the cache directory (empty when it does not exist), once it is known to be
+        a tuning cache: marked (:data:`MARKER`), or every name one this module makes (a cache of an
+        older tritonkit), or empty.
+
+        Raises:
+            TuneCacheError: the directory cannot be listed, or it is not a tuning cache (it holds
+                other files and no marker): nothing in it is read, locked or written.
         """
         try:
             names = os.listdir(self.directory)
@@ -95,7 +129,79 @@ class CacheFiles:
             return []
         except OSError as e:
             raise self.error("cannot list", e) from e
-        return sorted(os.path.join(self.directory, n) for n in names if n.endswith(".json"))
+        if self.marked():
+            return names
+        foreign = sorted(n for n in names if not _OWN_NAME.fullmatch(n))
+        if foreign:
+            more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+            shown = ", ".join(repr(n) for n in foreign[:3]) + more
+            raise TuneCacheError(
+                f"tuning cache: {self.directory} is not a tritonkit tuning cache: it has no {MARKER} of tritonkit's "
+                f"and holds files tritonkit did not write ({shown}); nothing in it was read, moved or deleted. Give "
+                f"the cache directory with {ENV_DIR} (or the cache directory argument, --dir); the default is "
+                f"~/.cache/tritonkit/tune. (A cache of an older tritonkit with other files put in it: move "
+                f"those out.)")
+        return names
+
+    def check(self) -> None:
+        """Raise unless the directory is a tuning cache, is empty, or does not exist (:meth:`names`;
+        a marked one is known by one small read, without listing it).
+
+        Raises:
+            TuneCacheError: as :meth:`names`.
+        """
+        if not self.marked():
+            self.names()
+
+    def marked(self) -> bool:
+        """Whether the directory holds tritonkit's :data:`MARKER` (a regular file starting with the
+        cache-directory tag's signature and naming tritonkit)."""
+        try:
+            fd = os.open(os.path.join(self.directory, MARKER), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                         | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return False
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            head = os.read(fd, 1024)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return head.startswith(_SIGNATURE.encode()) and b"tritonkit" in head
+
+    def mark(self) -> None:
+        """Write :data:`MARKER` into the (recognised, existing) directory where it is missing; a file
+        of that name that is not tritonkit's is left as it is.
+
+        Raises:
+            TuneCacheError: the directory cannot be written.
+        """
+        path = os.path.join(self.directory, MARKER)
+        if os.path.lexists(path):
+            return
+        try:
+            atomic_write_text(path, MARKER_TEXT)
+        except OSError as e:
+            raise self.error("cannot write", e, path) from e
+
+    def owned(self, path: str) -> Optional[str]:
+        """Why ``path`` is not provably tritonkit's to move aside (None where it is): its name is not
+        one :meth:`~tritonkit.tune.TuneCache.path_for` gives, or its directory is not a cache.
+
+        Raises:
+            TuneCacheError: the directory cannot be listed.
+        """
+        if not ENTRY_NAME.fullmatch(os.path.basename(path)):
+            return "it is not named like a tritonkit cache file (<kernel>-<12 hex digits>.json)"
+        try:
+            self.check()
+        except TuneCacheError as e:
+            if not os.path.isdir(self.directory):
+                raise
+            return str(e)
+        return None
 
     def error(self, what: str, e: OSError, path: Optional[str] = None) -> TuneCacheError:
         """A :class:`TuneCacheError` for ``what`` failed on ``path`` (default the directory), saying
@@ -135,6 +241,9 @@ class CacheFiles:
             return doc
         if not repair:
             raise TuneCacheError(f"{path}: {problem}")
+        not_ours = self.owned(path)
+        if not_ours is not None:  # not even a lock file made beside it
+            raise TuneCacheError(f"{path}: {problem}; {not_ours}, so it was left as it is")
         with self.lock(path):  # re-check under the lock: a writer may have replaced it meanwhile
             doc, problem = self.load(path)
             if problem is not None:
@@ -185,8 +294,12 @@ class CacheFiles:
         (:class:`TuneCacheWarning`, naming the file, ``problem`` and where it went).
 
         Raises:
-            TuneCacheError: the file cannot be moved.
+            TuneCacheError: the file cannot be moved, or it is not provably tritonkit's
+                (:meth:`owned`): it is left as it is.
         """
+        not_ours = self.owned(path)
+        if not_ours is not None:
+            raise TuneCacheError(f"{path}: {problem}; {not_ours}, so it was left as it is")
         stamp = time.strftime("%Y%m%dT%H%M%S")
         dest, n = f"{path}.corrupt-{stamp}", 1
         while os.path.exists(dest):
@@ -230,10 +343,13 @@ class CacheFiles:
         if not os.path.exists(path) and not create:
             return
         filelock = _filelock()
+        self.check()  # a directory that is not a cache: refused before anything is made in it
         try:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as e:
             raise self.error("cannot create", e) from e
+        if create and new is not None:
+            self.mark()
         try:
             with filelock.FileLock(path + ".lock", timeout=self.lock_timeout):
                 doc, problem = self.load(path)
@@ -277,7 +393,7 @@ class CacheFiles:
             f.write("\n")
 
         try:
-            atomic_write(path, write, durable=self.durable)
+            atomic_write(path, write, durable=self.durable, own=True)
         except OSError as e:
             raise self.error("cannot write", e, path) from e
         try:

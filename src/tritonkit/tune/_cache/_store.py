@@ -9,7 +9,7 @@ from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Uni
 
 from .._result import Trial
 from .._space import Point, point_key
-from ._files import DEFAULT_LOCK_TIMEOUT_S, CacheFiles, TuneCacheError, default_cache_dir
+from ._files import DEFAULT_LOCK_TIMEOUT_S, ENTRY_NAME, CacheFiles, TuneCacheError, default_cache_dir
 from ._format import (CacheEntry, KernelId, cached_trial, drop_empty, identity_digest, key_str, new_doc, summaries,
                       trial_record, winner_key, winner_record)
 from ._journal import RecoveredTrial, dead_markers, in_flight_marker, recover_dead, this_host
@@ -32,6 +32,9 @@ class TuneCache:
             adds safety against a crash of the whole machine, at 5-20 ms per write (the tuner
             writes two journal markers and a result per config).
 
+    Raises:
+        ValueError: ``directory`` is an empty or blank path (it would be the working directory).
+
     Every method is safe to call from several processes and threads at once. Writing needs
     filelock (``pip install 'tritonkit[tune]'``; without it a write raises
     :class:`~tritonkit._imports.MissingDependency`). Times are in ms.
@@ -41,13 +44,25 @@ class TuneCache:
             as ``(path, why)`` (a corrupt file, a directory named like a cache file, a lock that
             cannot be taken): listing and showing change nothing on disk, and one bad file does not
             stop the others from being listed or cleared.
+        left_alone: after :meth:`clear`, the files it did not touch because they are not provably
+            tritonkit's (``*.json`` named otherwise than :meth:`path_for` names files, holding no
+            valid cache document), as ``(path, why)``.
+
+    Every method raises :class:`TuneCacheError` for an existing directory that is not a tuning
+    cache (no marker of tritonkit's, and files tritonkit did not write: a project folder, a
+    mistyped ``TRITONKIT_CACHE_DIR``), before reading, locking or writing anything in it; see
+    :mod:`tritonkit.tune._cache._files`.
     """
 
     def __init__(self, directory: Optional[Union[str, os.PathLike]] = None, *,
                  lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S, durable: bool = False):
+        if directory is not None and not str(os.fspath(directory)).strip():
+            raise ValueError("the cache directory is empty (it would be the working directory): give a directory, "
+                             "or None for the default one")
         where = os.path.abspath(os.fspath(directory)) if directory is not None else default_cache_dir()
         self._disk = CacheFiles(where, lock_timeout, durable)
         self.skipped: List[Tuple[str, str]] = []
+        self.left_alone: List[Tuple[str, str]] = []
 
     @property
     def directory(self) -> str:
@@ -66,6 +81,17 @@ class TuneCache:
 
     def __repr__(self) -> str:
         return f"TuneCache({self.directory!r})"
+
+    def check(self) -> None:
+        """Say now whether the directory can be used: it is a tuning cache, is empty, or does not
+        exist yet (nothing is created or changed).
+
+        Raises:
+            TuneCacheError: the directory cannot be listed, or it is not a tuning cache (a project
+                folder, a mistyped ``TRITONKIT_CACHE_DIR``: it holds files tritonkit did not write
+                and no marker of tritonkit's).
+        """
+        self._disk.check()
 
     # ----------------------------------------------------------------------------------- paths
 
@@ -220,7 +246,13 @@ class TuneCache:
         host = this_host()
         out: List[RecoveredTrial] = []
         for path in paths:
-            doc = self._disk.read(path)
+            if not ENTRY_NAME.fullmatch(os.path.basename(path)):  # not tritonkit's name: read only, if at all
+                try:
+                    doc = self._disk.read(path, repair=False)
+                except TuneCacheError:
+                    continue
+            else:
+                doc = self._disk.read(path)
             if doc is None or not dead_markers(doc, host):
                 continue
             found: List[RecoveredTrial] = []
@@ -247,14 +279,30 @@ class TuneCache:
             The number of trials removed.
 
         Raises:
-            TuneCacheError: the cache directory or a file cannot be read or written.
+            TuneCacheError: the cache directory cannot be read or written, or is not a tuning cache
+                (nothing in it is touched).
+            ValueError: ``kernel`` is an empty or blank name (it would be a prefix of every name).
+
+        Files the cache cannot clear are in :attr:`skipped`; ``*.json`` files that are not provably
+        tritonkit's (named otherwise than :meth:`path_for` names them, and not a valid cache
+        document) are never moved or removed, and are in :attr:`left_alone`.
         """
         removed = 0
         self.skipped = []
+        self.left_alone = []
         for path in self._select(kernel):
             if os.path.isdir(path):
                 self.skipped.append((path, "a directory, not a cache file"))
                 continue
+            if not ENTRY_NAME.fullmatch(os.path.basename(path)):
+                try:
+                    if self._disk.read(path, repair=False) is None:
+                        continue
+                except TuneCacheError as e:
+                    self.left_alone.append((path, f"{_why(e, path)}; it is not named like a tritonkit cache "
+                                                  f"file (<kernel>-<12 hex digits>.json), so it is not tritonkit's "
+                                                  f"to clear"))
+                    continue
             count = [0]
 
             def update(doc):
@@ -385,7 +433,8 @@ class TuneCache:
             nothing matches.
 
         Raises:
-            TuneCacheError: the cache directory cannot be listed or a file cannot be read.
+            TuneCacheError: the cache directory cannot be listed or is not a tuning cache.
+            ValueError: ``kernel`` is an empty or blank name.
         """
         out: List[CacheEntry] = []
         self.skipped = []
@@ -399,7 +448,14 @@ class TuneCache:
     # ------------------------------------------------------------------------------ internals
 
     def _select(self, kernel: KernelSelector) -> List[str]:
-        """The files of ``kernel`` (see :meth:`clear`)."""
+        """The files of ``kernel`` (see :meth:`clear`).
+
+        Raises:
+            ValueError: ``kernel`` is an empty or blank string.
+        """
+        if isinstance(kernel, str) and not kernel.strip():
+            raise ValueError(f"a kernel name cannot be empty or blank ({kernel!r}): as a prefix it would select "
+                             f"every kernel; give a name, or None for the whole cache")
         if isinstance(kernel, KernelId):
             path = self.path_for(kernel)
             return [path] if os.path.exists(path) else []
@@ -428,3 +484,9 @@ class TuneCache:
     def _update(self, kernel_id: KernelId, fn, create: bool = True) -> None:
         """Read-modify-write ``kernel_id``'s file (a new document where there is none)."""
         self._disk.update(self.path_for(kernel_id), fn, create=create, new=lambda: new_doc(kernel_id))
+
+
+def _why(e: TuneCacheError, path: str) -> str:
+    """The message of ``e`` without the ``"<path>: "`` it starts with."""
+    text = str(e)
+    return text[len(path) + 2:] if text.startswith(path + ": ") else text
