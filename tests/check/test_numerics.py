@@ -316,3 +316,19 @@ def test_fusion_forced_off_by_tritons_setting_rounds_the_product_first(monkeypat
         with tritonkit.checking():
             mul_add_kernel[(triton.cdiv(n, 512),)](a, b, c, out, n, BLOCK=512, **kwargs)
         assert torch.equal(out, twice) == (forced == "1")
+
+
+@triton.jit
+def _add_n(x_ptr, n, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@pytest.mark.parametrize("value", [np.int64(10), np.int32(3), np.float32(2.0)])
+def test_a_numpy_scalar_argument_is_refused_as_triton_refuses_it_natively(value):
+    from tritonkit.check.errors import UsageError
+    x = torch.zeros(16)
+    with tritonkit.checking():
+        with pytest.raises(UsageError, match=r"argument n is a NumPy scalar .*pass a Python number"):
+            _add_n[(1,)](x, value, B=16)
+    assert x.eq(0).all()

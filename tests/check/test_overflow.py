@@ -149,3 +149,24 @@ def test_an_int64_offset_whose_byte_address_wraps_is_reported(line_of, engine):
     with tritonkit.checking(engine=engine) as s2:
         gather_rows[(2,)](torch.tensor([0, 1, 2, 3, 15, 14, 13, 12]), w, out, B=4)
     assert not s2.findings
+
+
+@triton.jit
+def gather_scaled(idx_ptr, w_ptr, out_ptr, SCALE: tl.constexpr, B: tl.constexpr):
+    i = tl.arange(0, B)
+    idx = tl.load(idx_ptr + i) * SCALE  # LINE: scale
+    tl.store(out_ptr + i, tl.load(w_ptr + idx))  # LINE: wraps
+
+
+@pytest.mark.parametrize("engine", ["auto", "sequential"])
+def test_a_byte_address_that_wraps_in_one_lane_is_reported_when_another_lane_overflowed_earlier(engine, line_of):
+    """Lane 0's index overflowed at ``* SCALE`` (an int64 multiply); lane 2's index fits in int64 but
+    its byte offset (``idx * 4``) wraps at the load: both lanes are reported, neither silently reads
+    the wrong element."""
+    idx = torch.tensor([2 ** 62, 1, 2 ** 61 + 3, 0])
+    w, out = torch.arange(16, dtype=torch.float32), torch.zeros(4)
+    with tritonkit.checking(engine=engine) as s:
+        gather_scaled[(1,)](idx, w, out, SCALE=2, B=4)
+    found = of_kind(s, "int_overflow")
+    assert sum(f.count for f in found) == 2
+    assert {f.line for f in found} <= {line_of(gather_scaled, "scale"), line_of(gather_scaled, "wraps")}

@@ -344,3 +344,58 @@ def test_tile_rows_that_overlap_within_a_program_write_one_element_twice(line_of
         return
     # (the last rows also reach the next program's first: a write-write race between programs too)
     assert (line_of(tile_rows, "tile_store"), "same_program") in {(f.line, f.reason) for f in races(s)}
+
+
+@triton.jit
+def _store_vs_atomic(out_ptr, FIRST: tl.constexpr, SECOND: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid == 0:
+        if FIRST == "store":
+            tl.store(out_ptr, 1.0)  # LINE: first_store
+        elif FIRST == "load":
+            tl.store(out_ptr + 1, tl.load(out_ptr))
+        else:
+            tl.atomic_add(out_ptr, 1.0, sem="relaxed")
+    else:
+        if SECOND == "store":
+            tl.store(out_ptr, 2.0)
+        elif SECOND == "load":
+            tl.store(out_ptr + 2, tl.load(out_ptr))
+        else:
+            tl.atomic_add(out_ptr, 2.0, sem="relaxed")  # LINE: second_atomic
+
+
+@pytest.mark.parametrize("engine", ["sequential", "auto"])
+@pytest.mark.parametrize("first,second,reason", [("store", "atomic", "write_write"), ("atomic", "store", "write_write"),
+                                                 ("load", "atomic", "read_write"), ("atomic", "load", "write_read")])
+def test_a_plain_access_and_an_atomic_of_another_program_on_one_element_race(engine, first, second, reason):
+    out = torch.zeros(4)
+    with tritonkit.checking(engine=engine) as s:
+        _store_vs_atomic[(2,)](out, FIRST=first, SECOND=second)
+    (f,) = s.findings
+    assert (f.kind, f.reason, f.program_ids) == ("data_race", reason, [[1]])
+    assert f.elements == "out_ptr[0]"
+
+
+@pytest.mark.parametrize("engine", ["sequential", "auto"])
+def test_atomics_of_two_programs_on_one_element_do_not_race(engine):
+    out = torch.zeros(4)
+    with tritonkit.checking(engine=engine) as s:
+        _store_vs_atomic[(2,)](out, FIRST="atomic", SECOND="atomic")
+    assert not s.findings and out[0].item() == 3.0
+
+
+@triton.jit
+def _partials_then_last_reduces(part_ptr, count_ptr, out_ptr, N: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.atomic_add(part_ptr + pid % 2, 1.0, sem="relaxed")
+    done = tl.atomic_add(count_ptr, 1)  # acq_rel: orders each program's partial before the last's loads
+    if done == N - 1:
+        tl.store(out_ptr, tl.load(part_ptr) + tl.load(part_ptr + 1))
+
+
+def test_atomic_partials_read_by_the_last_program_after_a_counter_do_not_race():
+    part, count, out = torch.zeros(2), torch.zeros(1, dtype=torch.int32), torch.zeros(1)
+    with tritonkit.checking() as s:
+        _partials_then_last_reduces[(6,)](part, count, out, N=6)
+    assert not s.findings and out.item() == 6.0

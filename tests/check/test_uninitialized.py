@@ -1,6 +1,7 @@
 """``uninitialized_read``: reads of elements nothing wrote since ``torch.empty*`` (or ``mark_uninitialized``)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -109,6 +110,33 @@ def test_small_integer_buffers_written_by_pytorch_are_initialized_even_with_the_
         copy[(1,)](buf, out, 100, 128)
     assert s.findings == []
     assert torch.equal(out, torch.full((100,), -91, dtype=torch.int8))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16])
+def test_small_integer_data_written_through_numpy_is_initialized_even_where_it_holds_the_sentinel(dtype):
+    """A NumPy view's writes move no PyTorch version counter: written-ness is not taken from the bytes
+    alone (elements that hold 0xA5 as data are data)."""
+    with tritonkit.checking() as s:
+        buf = torch.empty(100, dtype=dtype)
+        data = np.arange(100) % 7
+        data[::3] = -91 if dtype != torch.uint8 else 0xA5
+        if dtype == torch.int16:
+            data[::3] = int(np.array(0xA5A5, dtype=np.uint16).view(np.int16))
+        buf.numpy()[:] = data  # through NumPy: PyTorch sees no write
+        out = torch.zeros(100, dtype=dtype)
+        copy[(1,)](buf, out, 100, 128)
+    assert s.findings == []
+    assert torch.equal(out, buf)
+
+
+def test_a_small_integer_scratch_buffer_read_past_the_part_a_kernel_wrote_is_still_reported():
+    x = torch.arange(100, dtype=torch.uint8)
+    with tritonkit.checking() as s:
+        scratch = torch.empty(128, dtype=torch.uint8)
+        copy[(1,)](x, scratch, 100, 128)  # writes scratch[0:100] (a kernel's writes are tracked exactly)
+        copy[(1,)](scratch, torch.zeros(128, dtype=torch.uint8), 128, 128)
+    (f,) = s.findings
+    assert f.kind == "uninitialized_read" and f.elements == "src[100:128]"
 
 
 @triton.autotune(configs=[triton.Config({"B": 64}), triton.Config({"B": 128})], key=["n"])

@@ -8,8 +8,11 @@ storage a launch touches (a *shadow*), the last program that stored it and up to
 loaded it since, with the kernel line of each access. An access by another program that conflicts
 (load after store, store after load, store after store) is a race unless it is ordered:
 
-* **Atomics are never part of a race.** ``tl.atomic_add`` & co. to the same element from many
-  programs is how kernels share an element (a histogram, a split-K reduction with atomics).
+* **Two atomics never race.** ``tl.atomic_add`` & co. to the same element from many programs is
+  how kernels share an element (a histogram, a split-K reduction with atomics). An atomic and a
+  *plain* load or store of the same element by another program do race, unless ordered: a plain
+  store can land before or after the atomic update, and a plain load sees the element before or
+  after it.
 * **Scalar atomics synchronize.** An atomic to a single element (a lock, a flag, a counter:
   ``tl.atomic_cas(lock, 0, 1)``, ``tl.atomic_xchg(lock, 0)``, ``tl.atomic_add(count, 1)``) with
   acquire/release semantics (the default ``acq_rel``; ``sem="relaxed"`` does not synchronize)
@@ -47,6 +50,7 @@ class _Shadow(PagedCells):
 
     _FIELDS = {"w": (_NONE, np.int32), "ws": (0, np.int32), "r1": (_NONE, np.int32), "r1s": (0, np.int32),
                "r2": (_NONE, np.int32), "r2s": (0, np.int32)}
+    _LAZY = {"wa": (0, np.int8)}  # the last write was an atomic (allocated at the storage's first atomic)
     _EPOCHS = ("we", "r1e", "r2e")
 
     def __init__(self, ncells: int, g: int, epochs: bool):
@@ -147,12 +151,12 @@ class RaceCheck(Check):
         if res.n == 0 or launch.batch is not None:  # batched: the engine's guard stands for the shadow
             return
         st = self._st
+        epoch = st.epoch  # an atomic's own update is part of what it releases (at this epoch)
         if access.kind == "atomic":
             st.atomic(access, res)
-            return
         for region, sel in launch.space._groups(res):
             off = res.off if sel is None else res.off[sel]
-            st.plain(region, off, access, res, sel)
+            st.plain(region, off, access, res, sel, epoch)
 
 
 def _rows_apart(res, size: int) -> bool:
@@ -275,9 +279,11 @@ class _LaunchState:
             out[idx] = epochs[idx] > self.vc[who[idx]]
         return out
 
-    def plain(self, region, off: np.ndarray, access: Access, res, sel) -> None:
-        """A plain load/store of the lanes ``sel`` (bool over ``res`` arrays, None for all) of ``res``
-        into ``region`` (byte offsets ``off``)."""
+    def plain(self, region, off: np.ndarray, access: Access, res, sel, epoch: int) -> None:
+        """A load, store or atomic of the lanes ``sel`` (bool over ``res`` arrays, None for all) of
+        ``res`` into ``region`` (byte offsets ``off``) at the running program's ``epoch``. An
+        atomic races with an unordered plain load or store of another program, never with another
+        atomic."""
         sh = self.shadow(region)
         g = sh.g
         size = access.size
@@ -285,7 +291,6 @@ class _LaunchState:
         launch = self.launch
         pid = launch.pid_linear  # one program at a time: under the batched engine the guard stands for this
         site = launch.site_id(access.op)
-        epoch = self.epoch
         if access.kind == "load":
             if sh.written:  # a storage no program stored to yet (an input) has no writer to race with
                 w = sh.w[cells]
@@ -308,10 +313,13 @@ class _LaunchState:
                 sh.r1e[c] = epoch
                 sh.r2e[c2] = epoch
             return
-        # a store
+        # a store or an atomic
         sh.written = True
+        atomic = access.kind == "atomic"
         w = sh.w[cells]
         bad = self._unordered(w, sh.we[cells] if sh.we is not None else None, pid)
+        if atomic and sh.wa is not None:  # atomics after atomics: no race
+            bad &= sh.wa[cells] == 0
         if bad.any():
             self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_write", pid)
         for r, rs, re in ((sh.r1, sh.r1s, sh.r1e), (sh.r2, sh.r2s, sh.r2e)):
@@ -324,6 +332,10 @@ class _LaunchState:
         sh.r2[cells] = _NONE
         if sh.we is not None:
             sh.we[cells] = epoch
+        if atomic:
+            sh.need("wa")[cells] = 1
+        elif sh.wa is not None:
+            sh.wa[cells] = 0
 
     def _report(self, region, off, cells, size, g, bad, who, sites, access: Access, reason: str, pid) -> None:
         launch = self.launch

@@ -13,8 +13,9 @@ uninitialized while
   ``x[:n] = ...``, an ``out=`` op) counts as a write without tracking every PyTorch op.
 
 The sentinel of 1- and 2-byte integer types (``0xA5``, ``0xA5A5``) is a value real data can
-hold, so for those a buffer that PyTorch has modified in place (its version counter moved) is
-taken to be fully initialized. Boolean and complex tensors are not tracked.
+hold, so for those a buffer that PyTorch has modified in place (its version counter moved), or in
+which an element no kernel wrote no longer holds the sentinel (written through a NumPy view, say),
+is taken to be fully initialized. Boolean and complex tensors are not tracked.
 
 An atomic that reads (``atomic_add``, ``atomic_cas``, ...: all but ``atomic_xchg``) such an
 element is reported at once. A load of one is reported when what it read becomes observable: the
@@ -140,6 +141,9 @@ class _Tracked:
                 self.uninit = np.zeros(self.ncells, dtype=bool)
                 return
         n, grain = self.ncells, max(1, GRAIN // self.g)
+        if self.guard_version and self._written_outside_kernels(buf, fill):
+            self.uninit = np.zeros(n, dtype=bool)
+            return
         if self.uninit is None and fill is not False and fill is not None:
             if not _tiles(fill, self.pattern, self.g):  # one value, not the sentinel: all written
                 self.uninit = np.zeros(n, dtype=bool)
@@ -161,6 +165,25 @@ class _Tracked:
                 if sub.any():
                     np.logical_and(sub, typed[a:b] == sentinel, out=sub)
         in_parallel(piece, n, threads, grain)
+
+    def _written_outside_kernels(self, buf: np.ndarray, fill) -> bool:
+        """For 1- and 2-byte integers, whose sentinel real data can hold: whether an element no kernel
+        wrote no longer holds the sentinel (NumPy through a view, a C extension: a write PyTorch's
+        version counter does not see). Then anything else may have been written with the sentinel's
+        value too, and the buffer counts as written whole: written-ness is never taken from values
+        alone."""
+        if self.uninit is None and fill is not False and fill is not None:
+            return not _tiles(fill, self.pattern, self.g)
+        typed = buf[: self.ncells * self.g].view(_NP_UINT[self.g])
+        sentinel = np.array(self.pattern, dtype=_NP_UINT[self.g])
+        for a in range(0, self.ncells, _REFRESH_CELLS):
+            b = min(self.ncells, a + _REFRESH_CELLS)
+            part = typed[a:b] != sentinel
+            if self.uninit is not None:
+                part &= self.uninit[a:b]
+            if part.any():
+                return True
+        return False
 
     def anything_left(self) -> bool:
         return self.uninit is None or bool(self.uninit.any())

@@ -160,7 +160,9 @@ def mark(h: TensorHandle, kind: str, lanes: Optional[np.ndarray], origin) -> Ten
 
 
 def carry(out: TensorHandle, *ins) -> TensorHandle:
-    """``out`` computed elementwise (with broadcasting) from ``ins``: tainted where any input is."""
+    """``out`` computed elementwise (with broadcasting) from ``ins``: tainted where any input is,
+    and where the operation itself already marked it (an address whose byte offset wrapped: the
+    inputs' origin, the earlier one, names those lanes too, so that none goes unreported)."""
     shape = None
     for k in KINDS:
         u = None
@@ -173,6 +175,10 @@ def carry(out: TensorHandle, *ins) -> TensorHandle:
         if u is not None:
             if shape is None:
                 shape = np.shape(out.data)
+            own = getattr(out, k, None)
+            if own is not None:  # the operation's own lanes stay marked
+                u = u | own
+                origin = merge(origin, getattr(out, _AT[k]))
             mark(out, k, u if u.shape == shape else np.broadcast_to(u, shape), origin)
     return out
 

@@ -244,8 +244,8 @@ class ArgMapper:
         :func:`scalar_argument` (``spec``: its annotation and whether it is value-specialized).
 
         Raises:
-            UsageError: see :meth:`pointer`, :meth:`tensor_like`, :meth:`storage` and
-                :func:`scalar_argument`.
+            UsageError: a NumPy scalar (Triton refuses one natively); see :meth:`pointer`,
+                :meth:`tensor_like`, :meth:`storage` and :func:`scalar_argument`.
         """
         if hasattr(arg, "data_ptr") and hasattr(arg, "untyped_storage") or \
                 isinstance(arg, triton.runtime.jit.TensorWrapper) or is_tensor_like(arg):
@@ -267,6 +267,11 @@ class ArgMapper:
             if hasattr(desc.handle, "round_f32_to_tf32"):
                 desc.handle.round_f32_to_tf32 = getattr(arg, "round_f32_to_tf32", False)
             return desc
+        if isinstance(arg, np.generic):
+            raise UsageError(
+                f"argument {name} is a NumPy scalar ({type(arg).__name__} {arg!r}): Triton's launcher refuses it "
+                f"natively ('failed to specialize argument of type: {type(arg).__name__}'), and so does its "
+                f"interpreter; pass a Python number: {'float' if isinstance(arg, np.floating) else 'int'}({name})")
         return scalar_argument(arg, *spec)
 
     def copy_back(self) -> None:
