@@ -155,3 +155,29 @@ def test_the_worker_count_is_checked():
         mp.delenv("TRITONKIT_WORKERS")
         mp.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)  # under xdist the cores are shared out
         assert tritonkit.check.CheckSession().workers == parallel.available_cores()
+
+
+@tritonkit.autotune(configs=[triton.Config({"B": 64}), triton.Config({"B": 256})], key=["n"])
+@triton.jit
+def _tk_tuned_copy(x_ptr, y_ptr, n, B: tl.constexpr):
+    offs = tl.program_id(0) * 64 + tl.arange(0, B)  # B=256 runs past the 64 elements a program owns
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)  # LINE: tk_copy
+
+
+@tritonkit.autotune(space={"B": [64, 256]}, key=["n"])
+@triton.jit
+def _tk_space_copy(x_ptr, y_ptr, n, B: tl.constexpr):
+    offs = tl.program_id(0) * 64 + tl.arange(0, B)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@pytest.mark.parametrize("kernel", ["configs", "space"])
+def test_a_tritonkit_autotune_kernel_is_checked_under_every_config(kernel):
+    """The bug is in the second config only (programs' blocks overlap: a data race): it is found."""
+    fn = _tk_tuned_copy if kernel == "configs" else _tk_space_copy
+    x, y = torch.arange(256, dtype=torch.float32), torch.zeros(256)
+    with tritonkit.checking(workers=1) as s:
+        fn[(4,)](x, y, 256)
+    assert [f.kind for f in s.findings] == ["data_race"]
+    assert s.findings[0].configs and s.findings[0].configs[0].startswith("B=256")
+    assert torch.equal(y, x)

@@ -106,6 +106,16 @@ def _make_class():
                     reasons are in the message).
                 ContextPoisoned: a config broke the CUDA context (outside ``tritonkit tune``).
             """
+            if getattr(Base.run, "checks_every_config", False):
+                # a checker (``tritonkit check``) runs Triton's autotuners' launches: it checks every
+                # config of the space (each launch under check), as for ``triton.autotune``
+                if self.space is not None:
+                    self.nargs = dict(zip(self.arg_names, args))
+                    try:
+                        self._candidates(kwargs)
+                    finally:
+                        self.nargs = None
+                return Base.run(self, *args, **kwargs)
             # The fast path of a launch whose key was decided: a tuple of the key arguments and
             # the tensor arguments' dtype objects (no strings, no dicts), looked up in memory.
             fast = None

@@ -114,6 +114,11 @@ def _checked_autotune(self, *args, **kwargs):
     return checked_autotune(self, *args, **kwargs)
 
 
+#: a subclass of Triton's ``Autotuner`` with a ``run`` of its own (``tritonkit.autotune``'s) defers to
+#: ``Autotuner.run`` while it carries this mark, so that every config is checked there too
+_checked_autotune.checks_every_config = True
+
+
 def _capturing() -> bool:
     """Whether this thread's current CUDA stream is capturing a graph (never initializes CUDA;
     never in a config's worker process, which has no GPU: see :mod:`.parallel`)."""
