@@ -240,3 +240,38 @@ def test_a_load_every_program_shares_is_held_for_each_program(engine):
     assert not _findings(engine, lambda: run(False))
     (f,) = _findings(engine, lambda: run(True))
     assert f.kind == "uninitialized_read" and sorted(f.program_ids) == [[p] for p in range(8)]
+
+
+@triton.jit
+def rearranged(x_ptr, idx_ptr, out_ptr, n, HOW: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)  # lanes >= n undefined
+    if HOW == "gather":
+        y = tl.gather(x, tl.load(idx_ptr + offs), 0)
+    elif HOW == "join_split":
+        a, b = tl.split(tl.join(x, x * 2))
+        y = a + b
+    elif HOW == "reshape":
+        y = tl.reshape(tl.permute(tl.reshape(x, (2, BLOCK // 2)), (1, 0)), (BLOCK,))
+    else:
+        y = x
+    tl.store(out_ptr + offs, y, mask=offs < n)  # LINE: store
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("how,indices,bad", [
+    ("gather", "defined", 0), ("gather", "undefined", 2),  # indices picking lanes >= n: 2 stored lanes
+    ("join_split", None, 0), ("reshape", None, 2)])  # a transpose moves lanes 12 and 14 to 9 and 11
+def test_lanes_moved_by_shape_operations_keep_their_taints(engine, how, indices, bad, line_of):
+    n, B = 12, 16
+    x = torch.arange(B, dtype=torch.float32)
+    idx = torch.arange(B, dtype=torch.int32) % n
+    if indices == "undefined":
+        idx[3], idx[5] = 14, 15
+    out = torch.zeros(B)
+    found = _findings(engine, lambda: rearranged[(1,)](x, idx, out, n, HOW=how, BLOCK=B))
+    if not bad:
+        assert not found
+    else:
+        (f,) = found
+        assert (f.kind, f.line, f.count) == ("undefined_value", line_of(rearranged, "store"), bad)

@@ -199,6 +199,8 @@ class CheckedBuilder(_interp.InterpreterBuilder):
     and whose results are shown to the launch's checks (see the module)."""
 
     _ELEMENTWISE = _ELEMENTWISE
+    #: what a program suspended inside an operation keeps here (see ``Launch.program_state``)
+    PROGRAM_STATE = ("grid_idx", "_masked", "_op", "_block")
 
     def __init__(self, launch: LaunchView) -> None:
         super().__init__()
@@ -213,6 +215,7 @@ class CheckedBuilder(_interp.InterpreterBuilder):
             fn = getattr(self, name, None)
             if fn is not None:
                 setattr(self, name, self._tracking(fn, name.replace("create_", "").replace("_impl", "")))
+        _taint.wrap_shape_ops(self)
 
     def _tracking(self, fn, label):
         launch = self.launch
@@ -457,7 +460,8 @@ class CheckedBuilder(_interp.InterpreterBuilder):
         shape = shape_of(ptrs)
         mask_data = _mask_data(mask)
         launch = self.launch
-        acc = Access(self._op or "load", "load", dtype.itemsize, self._masked, shape, "", self._block)
+        acc = Access(self._op or "load", "load", dtype.itemsize, self._masked, shape, "", self._block,
+                     bool(kw.get("is_volatile", rest[-1] if rest else False)))  # is_volatile comes last
         if mask is not None and getattr(mask, "tainted", False):
             _taint.observe(launch, mask, f"{acc.op} mask")
         res = launch.access(acc, None if unmade(ptrs) else ptrs.data, mask_data, ptrs)

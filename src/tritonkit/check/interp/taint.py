@@ -364,3 +364,124 @@ def running_lanes(launch, h) -> Optional[np.ndarray]:
         return None
     shape = np.shape(h.data)
     return np.broadcast_to(np.asarray(active, dtype=bool).reshape((-1,) + (1,) * (len(shape) - 1)), shape)
+
+
+# --- shape operations that rearrange lanes: each output lane's taint from the lanes it came from -----
+def _lanes(h, k, shape=None) -> np.ndarray:
+    """Taint ``k`` of ``h`` broadcast to its data's shape (or ``shape``); all False where it has none."""
+    u = getattr(h, k, None)
+    shape = np.shape(h.data) if shape is None else shape
+    return np.zeros(shape, dtype=bool) if u is None else np.broadcast_to(u, shape)
+
+
+def _rearranged(out, ins, make) -> None:
+    """Mark ``out`` (a handle, or a tuple of handles) with ``make(k)`` (the lanes, or a tuple of
+    lanes, of taint ``k``) for each taint kind some input of ``ins`` carries; an output whose shape
+    the lanes do not fit is tainted whole (never left unmarked)."""
+    outs = out if isinstance(out, tuple) else (out,)
+    for k in KINDS:
+        hit = [h for h in ins if getattr(h, k, None) is not None]
+        if not hit:
+            continue
+        origin = None
+        for h in hit:
+            origin = merge(origin, getattr(h, _AT[k]))
+        try:
+            made = make(k)
+        except (ValueError, IndexError):
+            made = None
+        made = made if isinstance(made, tuple) else (made,)
+        for o, lanes in zip(outs, made):
+            shape = np.shape(o.data)
+            if lanes is None or np.shape(lanes) != shape:
+                lanes = np.ones(shape, dtype=bool)
+            if lanes.any():
+                mark(o, k, np.ascontiguousarray(lanes), origin)
+
+
+def wrap_shape_ops(builder) -> None:
+    """Make ``builder``'s (a :class:`~.builder.CheckedBuilder`'s) operations that move lanes around
+    (``tl.join``, ``tl.split``, ``tl.cat``, ``tl.gather``, ``tl.histogram``, unsplat) carry taints:
+    each output lane from the lanes it came from (a gather's also from its index, a histogram's
+    bins from every lane). Under the batched engine an operand may carry the program axis first."""
+    def bat(h) -> bool:
+        return bool(getattr(h, "bat", False))
+
+    def join(fn):
+        def op(lhs, rhs):
+            out = fn(lhs, rhs)
+            if lhs.tainted or rhs.tainted:
+                shape = np.shape(out.data)[:-1]
+                _rearranged(out, (lhs, rhs), lambda k: np.stack([_lanes(lhs, k, shape), _lanes(rhs, k, shape)], -1))
+            return out
+        return op
+
+    def split(fn):
+        def op(val):
+            out = fn(val)
+            if val.tainted:
+                _rearranged(out, (val,), lambda k: (_lanes(val, k)[..., 0], _lanes(val, k)[..., 1]))
+            return out
+        return op
+
+    def cat(fn):
+        def op(lhs, rhs):
+            out = fn(lhs, rhs)
+            if lhs.tainted or rhs.tainted:
+                lead = 1 if bat(out) else 0
+
+                def lanes(k):
+                    a, b = _lanes(lhs, k), _lanes(rhs, k)
+                    if lead:
+                        a = a if bat(lhs) else np.broadcast_to(a, np.shape(out.data)[:1] + a.shape)
+                        b = b if bat(rhs) else np.broadcast_to(b, np.shape(out.data)[:1] + b.shape)
+                    return np.concatenate([a, b], axis=lead)
+                _rearranged(out, (lhs, rhs), lanes)
+            return out
+        return op
+
+    def gather(fn):
+        def op(src, indices, axis):
+            out = fn(src, indices, axis)
+            if src.tainted or indices.tainted:
+                shape = np.shape(out.data)
+
+                def lanes(k):
+                    u = _lanes(src, k)
+                    idx = np.asarray(indices.data).astype(np.int64)
+                    ax = axis + (1 if bat(out) else 0)
+                    if bat(out) and not bat(src):
+                        u = np.broadcast_to(u, shape[:1] + u.shape)
+                    if bat(out) and not bat(indices):
+                        idx = np.broadcast_to(idx, shape[:1] + idx.shape)
+                    got = np.take_along_axis(u, np.clip(idx, 0, u.shape[ax] - 1), axis=ax)
+                    return got | _lanes(indices, k, shape) if getattr(indices, k, None) is not None else got
+                _rearranged(out, (src, indices), lanes)
+            return out
+        return op
+
+    def histogram(fn):
+        def op(data, bins, mask):
+            out = fn(data, bins, mask)
+            ins = (data,) if mask is None else (data, mask)
+            if any(h.tainted for h in ins):
+                _rearranged(out, ins, lambda k: None)  # a bin counts every lane: tainted whole
+            return out
+        return op
+
+    def unsplat(fn):
+        def op(arg):
+            out = fn(arg)
+            if arg.tainted:
+                def lanes(k):
+                    u = _lanes(arg, k)
+                    return u.reshape(u.shape[0], -1)[:, 0] if bat(arg) else u.reshape(-1)[:1].reshape(np.shape(out.data))
+                _rearranged(out, (arg,), lanes)
+            return out
+        return op
+
+    for name, wrap in (("create_join", join), ("create_split", split), ("create_cat", cat),
+                       ("create_gather", gather), ("create_histogram", histogram), ("create_unsplat", unsplat)):
+        fn = getattr(builder, name, None)
+        if fn is not None:
+            setattr(builder, name, wrap(fn))
