@@ -328,6 +328,18 @@ def test_without_a_gpu_the_instrumented_mode_says_so(monkeypatch, capsys, tmp_pa
     assert "no GPU is visible" in capsys.readouterr().err
 
 
+def test_without_nvidia_smi_and_without_a_gpu_the_instrumented_mode_says_so(monkeypatch, capsys, tmp_path):
+    """No nvidia-smi to ask (a container without the tool): torch decides; none here is a usage error,
+    not a run that reports every kernel unchecked and exits 0."""
+    import torch
+    monkeypatch.setattr(sanitizer, "gpu_visible", lambda: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    assert main(["check", "--gpu", "--", "python", str(script)]) == 2
+    assert "no GPU is visible" in capsys.readouterr().err
+
+
 def test_a_gpu_report_counts_clean_launches_without_a_record_each():
     from tritonkit.check.findings import Finding
     from tritonkit.check.gpu.report import make_report
@@ -351,9 +363,11 @@ def test_an_element_has_coordinates_only_inside_a_contiguous_tensor():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA device")
 def test_a_script_without_a_cuda_device_is_reported_unchecked_not_clean(monkeypatch, capsys, tmp_path):
-    """The whole --gpu command where nvidia-smi cannot tell (None): the script runs, nothing is
-    instrumented, and the report says that no kernel was checked."""
+    """The whole --gpu command where this process sees a GPU but the script's does not: the script
+    runs, nothing is instrumented, and the report says that no kernel was checked."""
+    import torch
     monkeypatch.setattr(sanitizer, "gpu_visible", lambda: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # here only: the script's process has none
     script = tmp_path / "s.py"
     script.write_text("import torch, triton\nprint('ran')\n")
     out = tmp_path / "r.json"

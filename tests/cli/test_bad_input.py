@@ -283,3 +283,14 @@ def test_the_doctor_reports_a_script_whose_name_is_not_utf8(tmp_path, monkeypatc
     assert main(["doctor", "--out", str(out), "--", "python", os.fsdecode(raw), "arg\udcfe"]) == 0
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "s\\udcff.py" in html
+
+
+@pytest.mark.parametrize("content,says", [
+    ('{"hello": 1}', "is not a `tritonkit tune --json` file"), ("[1, 2]", "is not a `tritonkit tune --json` file"),
+    ("not json", "is not JSON"), ('{"results": [{"kernel": "k", "key": 3}]}', "is not a tuning result")])
+def test_distill_from_a_file_that_is_not_a_tune_json_is_a_usage_error(tmp_path, capfd, content, says):
+    bad = tmp_path / "other.json"
+    bad.write_text(content)
+    assert main(["distill", "k", "--from", str(bad), "--out", str(tmp_path / "k_h.py")]) == 2
+    err = capfd.readouterr().err
+    assert says in err and "Traceback" not in err and "internal error" not in err

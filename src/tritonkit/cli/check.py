@@ -221,7 +221,7 @@ def _run_gpu(args, target, json_path: Optional[str]) -> int:
         raise BadUsage(f"--gpu runs no interpreter: drop {', '.join(given)}")
     from ..check.gpu import runtime, sanitizer
     if args.gpu == "instrumented":
-        if sanitizer.gpu_visible() is False:
+        if not _gpu_here(sanitizer):
             raise BadUsage("no GPU is visible here (nvidia-smi -L lists none, or is not permitted): --gpu needs a "
                            "CUDA GPU. Check on the CPU instead: tritonkit check -- python SCRIPT.py")
         report, code = runtime.report(target)
@@ -239,6 +239,16 @@ def _run_gpu(args, target, json_path: Optional[str]) -> int:
         print(f"tritonkit check: the script ended with status {code}", file=sys.stderr)
         return _status.SCRIPT_FAILED
     return _status.OK
+
+
+def _gpu_here(sanitizer) -> bool:
+    """Whether a CUDA GPU is visible: ``nvidia-smi -L`` lists one, or, with no ``nvidia-smi`` to ask,
+    torch sees one (a container without the tool)."""
+    visible = sanitizer.gpu_visible()
+    if visible is None:
+        import torch
+        visible = torch.cuda.is_available()
+    return bool(visible)
 
 
 def _show(report, json_path: Optional[str]) -> bool:

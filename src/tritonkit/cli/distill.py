@@ -59,15 +59,26 @@ def load_results(kernel: str, from_file: Optional[str] = None, cache_dir: Option
     Raises:
         FileNotFoundError: ``from_file`` names no file.
         KeyError: the file or cache has no results for ``kernel``.
+        ValueError: ``from_file`` is not JSON, or not what ``tritonkit tune --json`` writes.
         TuneCacheError: the cache directory cannot be read, or is not a tuning cache.
         ValueError: ``kernel`` is an empty or blank name.
     """
     from ..tune import TuneCache, TuneResult
     if from_file:
         with open(from_file) as fh:
-            data = json.load(fh)
-        rows = data.get("results", data) if isinstance(data, dict) else data
-        out = [TuneResult.from_dict(r) for r in rows if r.get("kernel") == kernel]
+            try:
+                data = json.load(fh)
+            except (ValueError, UnicodeDecodeError) as e:
+                raise ValueError(f"{from_file} is not JSON ({e}): give the file `tritonkit tune --json` wrote") \
+                    from None
+        rows = data.get("results") if isinstance(data, dict) else data
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ValueError(f"{from_file} is not a `tritonkit tune --json` file (no list of results in it)")
+        try:
+            out = [TuneResult.from_dict(r) for r in rows if r.get("kernel") == kernel]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{from_file} has a result that is not a tuning result ({e!r}): give the file "
+                             "`tritonkit tune --json` wrote") from None
         if not out:
             raise KeyError(f"{from_file} has no results for {kernel}")
         return out
@@ -125,6 +136,9 @@ def run(args, console=None, load=None) -> int:
         results = list(load(args.kernel) or [])
     except (KeyError, FileNotFoundError) as e:
         raise BadUsage(f"no tuning results for kernel {args.kernel!r} ({e}); tune it at several shapes first") from None
+    except ValueError as e:  # a --from file that is not tritonkit tune's JSON
+        from ..report.terminal import safe
+        raise BadUsage(safe(e)) from None
     except OSError as e:  # a cache directory that cannot be read or is not a tuning cache, an unreadable --from
         from ..report.terminal import safe
         raise BadUsage(safe(e)) from None
