@@ -294,3 +294,11 @@ def test_distill_from_a_file_that_is_not_a_tune_json_is_a_usage_error(tmp_path, 
     assert main(["distill", "k", "--from", str(bad), "--out", str(tmp_path / "k_h.py")]) == 2
     err = capfd.readouterr().err
     assert says in err and "Traceback" not in err and "internal error" not in err
+
+
+def test_a_script_that_exits_with_a_message_shows_it_as_python_does(tmp_path, capfd):
+    script = tmp_path / "fails.py"
+    script.write_text("import sys\nsys.exit('fatal: bad config')\n")
+    assert main(["check", "--", "python", str(script)]) == 3
+    err = capfd.readouterr().err
+    assert "fatal: bad config\n" in err and "status 1" in err and "status fatal" not in err

@@ -124,7 +124,11 @@ class Target:
         except SystemExit as e:
             if e.code in (None, 0):
                 return _status.OK
-            print(f"{prog}: the script exited with status {e.code}", file=sys.stderr)
+            if isinstance(e.code, int):
+                print(f"{prog}: the script exited with status {e.code}", file=sys.stderr)
+            else:  # sys.exit("message"): Python prints the message and exits with status 1
+                print(e.code, file=sys.stderr)
+                print(f"{prog}: the script exited with status 1 (sys.exit with a message)", file=sys.stderr)
             return _status.SCRIPT_FAILED
         except passthrough:
             raise
