@@ -302,3 +302,20 @@ def test_a_script_that_exits_with_a_message_shows_it_as_python_does(tmp_path, ca
     assert main(["check", "--", "python", str(script)]) == 3
     err = capfd.readouterr().err
     assert "fatal: bad config\n" in err and "status 1" in err and "status fatal" not in err
+
+
+def test_a_program_that_is_not_a_python_script_is_named_as_such(tmp_path, capfd, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--", "bash", "run.sh"]) == 2
+    assert "bash is a program, not a Python script" in capfd.readouterr().err
+
+
+def test_another_python_named_by_path_is_said_not_silently_replaced(tmp_path, capfd):
+    other = tmp_path / "bin" / "python3"
+    other.parent.mkdir()
+    other.symlink_to("/bin/true")
+    script = tmp_path / "ok.py"
+    script.write_text("print('ran')\n")
+    assert main(["check", "--", str(other), str(script)]) == 0
+    err = capfd.readouterr().err
+    assert f"not {other}" in err and "-m tritonkit" in err

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import re
 import runpy
+import shutil
 import sys
 import traceback
 from typing import List, Optional, Sequence, Tuple, Type
@@ -52,6 +53,7 @@ class Target:
         if words and words[0] == "--":
             words = words[1:]
         if words and (_PYTHON.match(os.path.basename(words[0])) or words[0] == sys.executable):
+            _other_python(words[0])
             words = words[1:]
         if not words:
             raise BadUsage("nothing to run: give a script, e.g. `tritonkit check -- python my_kernel.py`")
@@ -63,6 +65,10 @@ class Target:
             raise BadUsage(f"unsupported python option {words[0]!r}: give a script path or -m MODULE")
         script = words[0]
         if not os.path.exists(script):
+            if shutil.which(script) and not script.endswith(".py"):
+                raise BadUsage(f"{script} is a program, not a Python script: tritonkit runs a Python script or module "
+                               f"(`-- python SCRIPT.py ARGS` or `-- python -m MODULE ARGS`); for the Python processes a "
+                               f"shell script starts, run their Python command under tritonkit instead")
             raise BadUsage(f"no such script: {script}")
         if os.path.isdir(script):
             raise BadUsage(f"{script} is a directory: give a Python script (or -m MODULE)")
@@ -139,6 +145,20 @@ class Target:
             sys.argv = old_argv
             sys.path[:] = old_path
         return _status.OK
+
+
+def _other_python(word: str) -> None:
+    """Say on stderr, where the command names a Python interpreter by path that is not the one
+    tritonkit runs in (``-- /usr/bin/python3 x.py``), that the script runs in tritonkit's: the
+    checked program must import the tritonkit (and Triton, torch) of this interpreter."""
+    if os.sep not in word:  # `python`, `python3`: whichever comes first on PATH, as usual
+        return
+    if os.path.abspath(word) == os.path.abspath(sys.executable) or \
+            os.path.realpath(word) == os.path.realpath(sys.executable) and sys.prefix == sys.base_prefix:
+        return
+    print(f"tritonkit: the script runs in the Python tritonkit is installed in ({sys.executable}), not {word}: "
+          f"to check it with that interpreter's packages, install tritonkit there and run `{word} -m tritonkit ...`",
+          file=sys.stderr)
 
 
 def print_script_traceback(exc: BaseException) -> None:
