@@ -28,7 +28,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """Add ``tune`` to the ``tritonkit`` subparsers."""
     t = sub.add_parser("tune", help="run a script with its @triton.autotune kernels tuned by tritonkit",
                        usage="tritonkit tune [--strategy S] [--budget N|SECONDS] [--no-cache] [--json FILE] "
-                             "[--restarts N] [--verbose] -- python SCRIPT.py [ARGS...]",
+                             "[--restarts N] [--verbose] -- python SCRIPT.py [ARGS...]\n       tritonkit tune sweep FILE.py "
+                             "[--workers N] [--out DIR] [--strategy S] [--budget B] [--cache-dir DIR]",
                        description="Run SCRIPT (unchanged) with every @triton.autotune kernel tuned by tritonkit: "
                                    "configs compiled in parallel, timed with L2 flushes and interleaved repeats, "
                                    "checked against a reference, and remembered per config in the cache. A config "
@@ -47,6 +48,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="how many times a crashed script is run again (default 10)")
     t.add_argument("--verbose", action="store_true", help="print every config's outcome as it is decided")
     t.add_argument("--list-strategies", action="store_true", help="list the search strategies and exit")
+    t.add_argument("--workers", type=int, metavar="N", help="`tune sweep`: workers, one per GPU (default: every "
+                                                             "visible GPU)")
+    t.add_argument("--cluster", choices=("local", "ray"), help="`tune sweep`: local worker processes (default) or "
+                                                               "a Ray cluster (RAY_ADDRESS, else a local Ray)")
+    t.add_argument("--out", metavar="DIR", help="`tune sweep`: where the tables, heuristics and results go "
+                                                "(default .)")
     t.add_argument("target", nargs="*", help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
     return t
 
@@ -76,6 +83,11 @@ def run(args, console=None) -> int:
         raise BadUsage(f"--budget: {e}") from None
     if args.restarts < 0:
         raise BadUsage("--restarts must be 0 or more")
+    if args.target[:1] == ["sweep"]:
+        return _sweep(args, console)
+    if args.workers is not None or args.cluster or args.out:
+        raise BadUsage("--workers, --cluster and --out are for `tritonkit tune sweep FILE.py`; a script's own "
+                       "launches are tuned in its process, on its GPU")
     if args.cache_dir is not None and not args.cache_dir.strip():
         raise BadUsage("--cache-dir is empty: give the cache directory, or leave --cache-dir out for the default one")
     if not args.no_cache:  # a folder that is not a cache: said now, not by the script's first tuned launch
@@ -172,3 +184,57 @@ def merge_reports(path: str) -> List:
             m.flops = m.flops or r.flops
             m.bytes = m.bytes or r.bytes
     return list(merged.values())
+
+
+def _sweep(args, console) -> int:
+    """``tritonkit tune sweep FILE.py``: a sweep on every GPU (see :mod:`tritonkit.tune._workers._sweep_file`)."""
+    from rich.table import Table
+
+    from ..tune._workers import WorkerError
+    from ..tune._workers._sweep_file import run_file
+    if len(args.target) != 2:
+        raise BadUsage("usage: tritonkit tune sweep FILE.py [--workers N] [--cluster ray] [--out DIR] [--strategy S] "
+                       "[--budget B]")
+    if args.workers is not None and args.workers < 1:
+        raise BadUsage("--workers must be at least 1")
+    engine = args.cluster or "local"
+    if os.environ.get("TRITONKIT_TUNE_ON_CPU") and engine == "local":  # workers run Triton's CPU interpreter
+        from ..tune._workers import LocalEngine
+        engine = LocalEngine(workers=args.workers, env={"TRITON_INTERPRET": "1"})
+    elif engine == "local":
+        from ..doctor import gpu_present
+        if not gpu_present():
+            raise BadUsage("no CUDA GPU here: a sweep times each config on the GPUs of this host (--cluster ray "
+                           "for a Ray cluster's; TRITONKIT_TUNE_ON_CPU=1 runs the kernels in Triton's CPU "
+                           "interpreter)")
+    try:
+        res = run_file(args.target[1], engine=engine, workers=args.workers, strategy=args.strategy,
+                       budget=args.budget, cache=False if args.no_cache else (args.cache_dir or True),
+                       out_dir=args.out or ".")
+    except (FileNotFoundError, ValueError) as e:
+        raise BadUsage(str(e)) from None
+    except WorkerError as e:
+        console.print(f"[red]tritonkit tune sweep: {e}[/red]")
+        return _status.SCRIPT_FAILED
+    for device, results in res.results.items():
+        t = Table(title=f"{res.kernel} on {device}")
+        for c in ("key", "winner", "ms", "measured", "cached", "not ok"):
+            t.add_column(c)
+        for r in results:
+            w = r.winner
+            t.add_row(", ".join(r.key), w.key if w else "-", f"{w.ms:.4f}" if w else "-",
+                      str(sum(x.source != "cache" for x in r.trials)), str(sum(x.source == "cache" for x in r.trials)),
+                      str(sum(not x.ok for x in r.trials)))
+        console.print(t)
+    t = Table(title=f"workers ({res.seconds:.1f} s)")
+    for c in ("gpu", "device", "host", "pids", "measured", "busy s", "deaths", "requeued", "crashed"):
+        t.add_column(c)
+    for w in res.workers:
+        t.add_row(w.gpu, w.device, w.host, ",".join(map(str, w.pids)), str(w.measured), f"{w.busy_s:.1f}",
+                  str(w.deaths), str(w.requeued), str(w.crashed))
+    console.print(t)
+    for f in res.files:
+        console.print(f"wrote {f}")
+    for n in res.notes:
+        console.print(f"[yellow]{n}[/yellow]")
+    return _status.OK

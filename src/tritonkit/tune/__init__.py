@@ -16,6 +16,9 @@ Public API:
   (``to_dict``/``from_dict``).
 * :func:`distill` — turn tuned winners over many keys into ``@triton.heuristics`` code
   (:class:`Distilled`, also ``to_dict``/``from_dict``).
+* :func:`sweep_kernel`, :func:`sweep` — one kernel over many keys on a pool of workers, one per
+  GPU (:class:`WorkPool`, :class:`LocalEngine`), writing the cache, the distilled heuristics and
+  vLLM-style fused-MoE tables (:class:`MoeTable`); :class:`WorkerError` when workers cannot measure.
 * :data:`EXIT_CONTEXT_POISONED` — the exit status of a process whose CUDA context a config broke.
 * :func:`install_patch` — make ``triton.autotune`` build tritonkit's autotuner in this process
   (what ``tritonkit tune`` and ``tritonkit profile --tuned`` do in the script's process).
@@ -33,7 +36,7 @@ from ._space import Space, parse_point_key, point_from_triton_str, point_key
 __all__ = ["autotune", "Space", "Budget", "BudgetExhausted", "Evaluator", "Trial", "TuneResult", "TuneReport",
            "STATUSES", "point_key", "parse_point_key", "point_from_triton_str", "Runner", "ReplayRunner", "TuneCache",
            "KernelId", "TimingOptions", "distill", "Distilled", "DeviceLimits", "install_patch",
-           "EXIT_CONTEXT_POISONED"]
+           "EXIT_CONTEXT_POISONED", "sweep", "sweep_kernel", "MoeTable", "WorkPool", "LocalEngine", "WorkerError"]
 
 _LAZY = {
     "autotune": "._autotuner",
@@ -46,6 +49,12 @@ _LAZY = {
     "EXIT_CONTEXT_POISONED": "._autotuner",
     "install_patch": "._patch",
     "DeviceLimits": "._prune",
+    "sweep": "._workers._sweep",
+    "sweep_kernel": "._workers._launch",
+    "MoeTable": "._workers._tables",
+    "WorkPool": "._workers._pool",
+    "LocalEngine": "._workers._local",
+    "WorkerError": "._workers._protocol",
 }
 
 

@@ -93,6 +93,21 @@ class TuneCache:
         """
         self._disk.check()
 
+    def prepare(self) -> None:
+        """Create the directory (where missing) and tritonkit's marker in it, so that files other
+        than entries (the tuning pool's ledger, :mod:`tritonkit.tune._workers._ledger`) may be put
+        in it; nothing else is written.
+
+        Raises:
+            TuneCacheError: the directory is not a tuning cache, or cannot be created or written.
+        """
+        self._disk.check()
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as e:
+            raise self._disk.error("cannot create", e) from e
+        self._disk.mark()
+
     # ----------------------------------------------------------------------------------- paths
 
     def path_for(self, kernel_id: KernelId) -> str:
