@@ -32,6 +32,8 @@ class Access:
             ``"relaxed"``); ``""`` for loads and stores.
         block: for a block-pointer load or store with a dimension not in ``boundary_check``, the
             block pointer's declared shape and offsets (:class:`BlockShape`); else None.
+        volatile: a volatile load (``tl.load(..., volatile=True)``, ``tl.atomic_load``): like an
+            atomic, what a program polls while it waits for another.
     """
 
     op: str
@@ -41,6 +43,7 @@ class Access:
     shape: tuple
     sem: str
     block: Optional["BlockShape"] = None
+    volatile: bool = False
 
 
 def _ints(handles) -> List[np.ndarray]:
