@@ -53,9 +53,10 @@ class CheckSession:
             the GPU's results (bit for bit what the program gets without tritonkit); a launch with
             findings keeps the interpreter's results, where the offending lanes were dropped.
         stall_polls: a program that makes the same load or atomic at the same addresses this many
-            times in a row while nothing writes to memory is stopped with a ``timeout`` finding
-            (``reason="stalled"``): it waits for a value only another program could write, and
-            programs run one at a time (a spin on a flag a later program sets). 0 turns it off.
+            times in a row while nothing writes to memory, and that no other program can unblock, is
+            stopped with a ``timeout`` finding (``reason="stalled"``): it waits for a value no
+            program will write (a program that waits for another one gives way to it first, see
+            :mod:`tritonkit.check.engine.cooperative`). 0 turns it off.
         journal: a :class:`~tritonkit.check.journal.Journal` that every finding is written to as it
             is found (and launch records as they end), so that another process can report them
             even if this one ends hard; None for none.
@@ -367,8 +368,8 @@ def checking(checks: Optional[List[Check]] = None, stop_on_first: bool = False,
         batch_memory: the most bytes one value of a batch may take (None: 4 MiB).
         outputs: ``"checked"`` (tensors get the interpreter's results) or ``"gpu"`` (a launch on CUDA
             tensors with no finding also runs natively, and its tensors get the GPU's results).
-        stall_polls: polls of one address with no write in between after which a program is
-            stopped as stalled (None: 100000; 0: never).
+        stall_polls: polls of one address with no write in between after which a program that no
+            other program can unblock is stopped as stalled (None: 100000; 0: never).
         journal: a :class:`~tritonkit.check.journal.Journal` to write every finding to as it is
             found (None: none; ``tritonkit check`` and its child processes journal).
         workers: processes that check an autotuned kernel's configs at once, and that a long

@@ -93,8 +93,10 @@ class Check(FindingKind):
     * session: :meth:`begin_session`, :meth:`end_session`; :meth:`save_state` /
       :meth:`restore_state` around each config an autotuned kernel is checked under;
     * launch: :meth:`begin_launch`, :meth:`end_launch`, :meth:`on_program` (before each program or
-      batch of programs); :meth:`share_begin`, :meth:`share_export`, :meth:`share_merge` where a
-      launch's programs are shared out between processes;
+      batch of programs); :meth:`suspend_program`, :meth:`resume_program` around a program that
+      gives way to others while it waits for one of them; :meth:`share_begin`,
+      :meth:`share_export`, :meth:`share_merge` where a launch's programs are shared out between
+      processes;
     * memory: :meth:`on_address` (an address that carries lane taints), :meth:`on_access` (before a
       load, store or atomic is performed; may clear lanes), :meth:`on_load` (after a load filled its
       value), :meth:`on_store` (before a store or atomic writes);
@@ -139,6 +141,16 @@ class Check(FindingKind):
 
     def on_program(self, launch) -> None:
         """A program (``launch.pid_linear``), or a batch of programs (``launch.batch``), starts."""
+
+    def suspend_program(self, launch) -> Any:
+        """The running program (one at a time) gives way to others mid-way, as it waits for memory
+        another program writes (see :mod:`tritonkit.check.engine.cooperative`): return its
+        per-program state (what :meth:`on_program` starts afresh), handed back to
+        :meth:`resume_program` when it runs again. None by default."""
+        return None
+
+    def resume_program(self, launch, state: Any) -> None:
+        """The program whose :meth:`suspend_program` returned ``state`` is the running one again."""
 
     # --- a launch shared out between processes (see tritonkit.check.engine.shares) ----------------
     # A check whose state changes while a launch's batches run (what it registers with

@@ -12,7 +12,10 @@ loaded it since, with the kernel line of each access. An access by another progr
   how kernels share an element (a histogram, a split-K reduction with atomics). An atomic and a
   *plain* load or store of the same element by another program do race, unless ordered: a plain
   store can land before or after the atomic update, and a plain load sees the element before or
-  after it.
+  after it. A volatile load (``tl.load(..., volatile=True)``, ``tl.atomic_load``, a spin's poll)
+  counts as an atomic one: it races with a plain store before it, not with an atomic (a flag set
+  with ``tl.atomic_xchg``); it synchronizes nothing (relaxed), and a store after it is not compared
+  with it.
 * **Scalar atomics synchronize.** An atomic to a single element (a lock, a flag, a counter:
   ``tl.atomic_cas(lock, 0, 1)``, ``tl.atomic_xchg(lock, 0)``, ``tl.atomic_add(count, 1)``) with
   acquire/release semantics (the default ``acq_rel``; ``sem="relaxed"`` does not synchronize)
@@ -142,6 +145,12 @@ class RaceCheck(Check):
         st = self._st
         st.vc = None
         st.epoch = 0
+
+    def suspend_program(self, launch):
+        return self._st.vc, self._st.epoch  # vc is replaced, never changed in place
+
+    def resume_program(self, launch, state) -> None:
+        self._st.vc, self._st.epoch = state
 
     def on_store(self, launch, access: Access, res, value, flat) -> None:
         if access.kind == "store":
@@ -295,8 +304,12 @@ class _LaunchState:
             if sh.written:  # a storage no program stored to yet (an input) has no writer to race with
                 w = sh.w[cells]
                 bad = self._unordered(w, sh.we[cells] if sh.we is not None else None, pid)
+                if access.volatile and sh.wa is not None:  # a volatile (or atomic) load after an atomic
+                    bad &= sh.wa[cells] == 0
                 if bad.any():
                     self._report(region, off, cells, size, g, bad, w, sh.ws[cells], access, "write_read", pid)
+            if access.volatile:  # not kept as a reader: the atomic that sets a polled flag does not race with it
+                return
             r1 = sh.r1[cells]
             fresh = r1 == _NONE
             if fresh.all():

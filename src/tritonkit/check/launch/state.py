@@ -14,7 +14,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..errors import LaunchStalled
+from ..engine.cooperative import YIELD_POLLS
+from ..errors import LaunchStalled, Unbatchable
 from ..findings import Frame, Violation
 from ..interp.builder import Access, CheckedBuilder
 from ..interp.kernels import kernel_frame, kernel_frames, user_code
@@ -110,6 +111,9 @@ class Launch:
         self.found = False  # a finding was reported for this launch
         self.stall_polls = getattr(session, "stall_polls", 0)
         self._poll = (None, -1, 0)  # (what was polled, memory changes then, polls since)
+        #: the sequential engine's :class:`~tritonkit.check.engine.cooperative.Cooperative` while it
+        #: runs: a program that waits for another gives way to it
+        self.scheduler = None
         self._site_ids: Dict[tuple, int] = {}
         self._sites: List[Tuple[str, List[Frame]]] = []
 
@@ -158,6 +162,26 @@ class Launch:
         self.space.new_batch()
         for hook in self.hooks.program:
             hook(self)
+
+    def program_state(self) -> tuple:
+        """What makes the running program (one program at a time) the running one: its ids, the
+        poll it repeats, the builder's state inside the operation it is in, and each check's
+        per-program state (:meth:`~tritonkit.check.checks.base.Check.suspend_program`). Taken when
+        the program gives way to others and handed back to :meth:`resume_program` when it runs again
+        (see :mod:`tritonkit.check.engine.cooperative`)."""
+        b = self.builder
+        return (self.pid_linear, self._poll, tuple(getattr(b, n) for n in b.PROGRAM_STATE),
+                [c.suspend_program(self) for c in self.checks])
+
+    def resume_program(self, state: tuple) -> None:
+        """Make the program whose :meth:`program_state` is ``state`` the running one again."""
+        self.pid_linear, self._poll, kept, checks = state
+        b = self.builder
+        for name, value in zip(b.PROGRAM_STATE, kept):
+            setattr(b, name, value)
+        self.space.new_batch()
+        for check, saved in zip(self.checks, checks):
+            check.resume_program(self, saved)
 
     def begin_batch(self, order: np.ndarray) -> None:
         """Make the programs with execution indices ``order`` (int64, ``(P,)``: the order the
@@ -229,6 +253,10 @@ class Launch:
         ``ptrs`` (the address handle) is given so that the address hooks see its lane taints
         (undefined lanes, overflowed offsets).
         """
+        if acc.kind != "store" and (ptrs.offsets.size if addrs is None else addrs.size) <= 1024:
+            # a poll (a spin on a flag or a lock reads a few elements), before anything of it is
+            # done: a program that gives way here makes it, hooks included, once it runs again
+            self._watch_poll(acc, ptrs.data if addrs is None else addrs, mask)
         if addrs is None:  # an unmade pointer block (interp.addresses.LazyAddresses): from its operands
             res = self.space.resolve_sum(ptrs.base, ptrs.offsets, ptrs.size, mask)
             if res is None:
@@ -258,29 +286,46 @@ class Launch:
             hook(self, acc, res)
         if self.tx is not None and res.n:
             self.tx.on_access(self, acc.kind, res, acc.size)
-        if self.stall_polls and acc.kind != "store" and nlanes <= 1024:
-            self._watch_poll(acc, ptrs.data if addrs is None else addrs)
         return res
 
-    def _watch_poll(self, acc: Access, addrs: np.ndarray) -> None:
-        """Count how often the running program makes the same load or atomic at the same addresses
-        while no write changes memory; past ``stall_polls`` it can only be waiting for another
-        program, which one at a time never runs: raise :class:`LaunchStalled`."""
+    def _watch_poll(self, acc: Access, addrs: np.ndarray, mask: Optional[np.ndarray]) -> None:
+        """Count how often the running program (or batch) makes the same load or atomic at the same
+        addresses while no write changes memory. A program that polls so (an atomic or a volatile
+        load) :data:`~tritonkit.check.engine.cooperative.YIELD_POLLS` times waits for another
+        program: it gives way to the others (see :mod:`tritonkit.check.engine.cooperative`; a batch
+        raises :class:`Unbatchable`, and the launch runs one program at a time). Past
+        ``stall_polls`` no other program can change memory: raise :class:`LaunchStalled`."""
         who = self.pid_linear if self.batch is None else self.batch.pids.tobytes()
         what = (acc.op, who, addrs.tobytes())
         seen, changes, polls = self._poll
         if what != seen or changes != self.space.changes:
             self._poll = (what, self.space.changes, 1)
             return
-        self._poll = (seen, changes, polls + 1)
-        if polls + 1 >= self.stall_polls:
+        polls += 1
+        self._poll = (seen, changes, polls)
+        limit = self.stall_polls
+        spin = acc.kind == "atomic" or acc.volatile
+        op = "volatile load" if acc.op == "load" and acc.volatile else acc.op
+        if spin and polls == max(2, min(YIELD_POLLS, limit) if limit else YIELD_POLLS):  # before the stall
+            if self.batch is not None:
+                raise Unbatchable(f"programs spin on memory ({op} of the same addresses with nothing "
+                                  f"written): they take turns one at a time")
+            if self.scheduler is not None and self.scheduler.give_way(acc, addrs, mask):
+                return
+        if limit and polls >= limit:
             here = self.here()
             at = here[0].at() if here else "?"
+            said = (f"program {self.program_id()[: max(1, self.grid_ndim)]} made the same {op} at {at} "
+                    f"{polls} times while nothing wrote to memory")
+            if spin and self.scheduler is not None:
+                raise LaunchStalled(
+                    f"{said}, and no other program can run to change it: {self.scheduler.waiting()}. It waits for a "
+                    f"value no program writes (a deadlock), or one that a program which cannot start "
+                    f"would write (on a GPU too, such a kernel hangs)")
             raise LaunchStalled(
-                f"program {self.program_id()[: max(1, self.grid_ndim)]} made the same {acc.op} at {at} "
-                f"{polls + 1} times while nothing wrote to memory: it waits for a value another program "
-                f"would write, and programs run one at a time here (a program that spins on a flag a "
-                f"later program sets can also hang a GPU, where that program may not be resident)")
+                f"{said}: it waits for a value another program would write, and a plain load is not a poll "
+                f"here: programs give way to each other only at atomics and volatile loads "
+                f"(tl.load(..., volatile=True), which a spin on a GPU needs too)")
 
     def count_flops(self, n: int, elem_ty, operands=()) -> None:
         """Add ``n`` floating-point operations on operands of Triton type ``elem_ty`` to the record.
