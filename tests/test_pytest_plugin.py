@@ -177,6 +177,48 @@ def test_fixtures_setup_and_teardown_are_checked(suite):
     assert tests["test_fix.py::test_teardown_launch"]["outcome"] == "error"
 
 
+def test_a_test_that_skips_after_a_finding_fails_with_it(suite):
+    """Issue 45: ``pytest.skip()`` after a launch with findings (in the body or in a fixture's setup)
+    does not hide them; a plain skip still skips, an imperative xfail still xfails."""
+    suite.makepyfile(test_skips=textwrap.dedent('''
+        import pytest
+        import torch
+        from kern import copy
+
+
+        @pytest.fixture
+        def skips_in_setup():
+            copy(torch.randn(100), mask=False)
+            pytest.skip("no GPU today")
+
+
+        def test_finding_then_skip():
+            copy(torch.randn(100), mask=False)
+            pytest.skip("not today")
+
+
+        def test_fixture_finding_then_skip(skips_in_setup):
+            pass
+
+
+        def test_plain_skip():
+            pytest.skip("nothing launched")
+
+
+        def test_finding_then_xfail():
+            copy(torch.randn(100), mask=False)
+            pytest.xfail("known")
+    '''))
+    result, out = _run(suite, "--tritonkit", "--tritonkit-json", "tk.json")
+    result.assert_outcomes(failed=1, errors=1, skipped=1, xfailed=1)
+    assert result.ret != 0
+    assert "FAILED test_skips.py::test_finding_then_skip" in out
+    assert "ERROR test_skips.py::test_fixture_finding_then_skip" in out
+    tests = _json(suite)["tests"]
+    assert tests["test_skips.py::test_finding_then_skip"]["outcome"] == "failed"
+    assert len(tests["test_skips.py::test_finding_then_skip"]["findings"]) == 2
+
+
 def test_a_child_process_finding_counts_for_its_test(suite):
     suite.makepyfile(test_child=textwrap.dedent('''
         import os

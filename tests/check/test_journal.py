@@ -134,3 +134,55 @@ def test_child_environments(tmp_path, monkeypatch):
 def sys_python():
     import sys
     return sys.executable
+
+
+def test_a_python_child_whose_environment_lost_the_start_up_hook_gets_it_back(tmp_path, monkeypatch):
+    import tritonkit.check.process as process
+    env = child_env(str(tmp_path), CheckOptions(), base={"PATH": "/bin", "PYTHONPATH": "/mine"})
+    monkeypatch.setattr(process, "_installed", {})
+    monkeypatch.setattr(os, "environ", env)
+    no_path = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # the run's variables, the hook's path taken away
+    given = _child_env_for([sys_python(), "x.py"], None, False, no_path)
+    assert given is not None and given["PYTHONPATH"].split(os.pathsep)[0] == process.BOOT_DIR
+    assert json.loads(given[process.BEFORE_ENV]) == {"PYTHONPATH": None}  # its own grandchildren: as it chose
+    own = _child_env_for([sys_python(), "x.py"], None, False, dict(env, PYTHONPATH="/other"))
+    assert own["PYTHONPATH"].split(os.pathsep) == [process.BOOT_DIR, process.PACKAGE_PARENT, "/other"]
+
+
+def _failing_writes(monkeypatch, journal, how):
+    """``os.write`` to ``journal``'s file fails (``how[0]``: "enospc", "short" for half a write, or None)."""
+    import errno
+    import tritonkit.check.journal as journal_module
+    real = os.write
+    monkeypatch.setattr(journal_module, "_WARNED", False, raising=False)
+    mine = getattr(journal, "_fd", None)
+
+    def write(fd, data):
+        if fd == mine and how[0] == "enospc":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        if fd == mine and how[0] == "short":
+            how[0] = "enospc"  # half of it lands, then the disk is full
+            return real(fd, bytes(data)[:len(data) // 2])
+        return real(fd, data)
+    monkeypatch.setattr(os, "write", write)
+
+
+def test_a_journal_write_that_fails_is_kept_said_once_and_marked(tmp_path, monkeypatch, capfd):
+    j = Journal(str(tmp_path), "root", ["out_of_bounds"], "auto")
+    j.new_finding(0, _finding(1))
+    how = ["short"]
+    _failing_writes(monkeypatch, j, how)
+    j.new_finding(1, _finding(2))  # half a line written, then the disk is full: nothing raised
+    j.launch(LaunchRecord("k", (1, 1, 1)))
+    j.new_finding(2, _finding(3))
+    assert capfd.readouterr().err.count("cannot write the run's journal (No space left on device)") == 1
+    assert os.path.exists(tmp_path / ("w" + os.path.basename(j.path)))
+    run = read_run(str(tmp_path))[0]
+    assert [f.line for f in run.findings.values()] == [1] and run.write_error  # the cut line is not read
+    assert "could not be written whole" in merge([run]).summary["incomplete"][0]
+    how[0] = None  # room again: what waited is written, in order, the cut line completed
+    j.exit(0, False)
+    j.close()
+    run = read_journal(j.path)
+    assert [f.line for _, f in sorted(run.findings.items())] == [1, 2, 3] and run.exit["status"] == 0
+    assert [r.kernel for r in run.launch_records] == ["k"] and run.write_error == "No space left on device"

@@ -38,6 +38,11 @@ from .results import CheckReport, LaunchRecord, kernel_summaries, summarize
 RUN_DIR_ENV = "TRITONKIT_RUN_DIR"
 #: seconds between two snapshots of the changed findings at the end of a launch
 SNAPSHOT_INTERVAL_S = 1.0
+#: an empty file ``w<journal's name>`` in the run's directory: that journal could not be written whole
+WRITE_FAILED_PREFIX = "w"
+#: past this many bytes waiting to be written, launch records are dropped (findings are always kept)
+BACKLOG_BYTES = 16 << 20
+_WARNED = False  # a failed write was said on stderr (once a process)
 
 
 class Journal:
@@ -62,19 +67,71 @@ class Journal:
         self.run_dir, self.checks, self.engine = run_dir, list(checks), engine
         self.launches = launches
         self.scopes = 0  # the scope lines written so far
-        self._fh = open(self.path, "a", encoding="utf-8")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
         self._lock = threading.Lock()  # a launch's progress thread writes too
         self._last_snapshot = time.monotonic()
+        #: why a write failed (a full disk), or None: what could not be written waits in memory
+        self.write_error: Optional[str] = None
+        self._unwritten = b""  # bytes not written yet, whole lines but maybe the first (cut by a short write)
+        self._dropped = 0  # launch records dropped while the backlog was over its bound
+        self._noted = False
         self.write({"t": "process", "pid": os.getpid(), "ppid": os.getppid(), "argv": command_line(), "role": role,
                     "fork_of": fork_of, "checks": list(checks), "engine": engine, "started": time.time(),
                     **(extra or {})})
 
     def write(self, record: Dict[str, Any]) -> None:
-        """Append one record and flush it to the operating system (it survives the process)."""
-        text = to_json(record) + "\n"
+        """Append one record and hand it to the operating system (it survives the process). Never
+        raises for a write that fails (a full disk, a file-size limit): the first failure is said
+        once on stderr and marked in the run's directory (:data:`WRITE_FAILED_PREFIX`); what could
+        not be written is kept in memory (launch records beyond :data:`BACKLOG_BYTES` are dropped,
+        findings never) and written before the next record, as soon as it can be."""
+        data = (to_json(record) + "\n").encode("utf-8")
         with self._lock:
-            self._fh.write(text)
-            self._fh.flush()
+            if self._unwritten and len(self._unwritten) > BACKLOG_BYTES and record.get("t") in ("launch", "running"):
+                self._dropped += 1
+                data = b""
+            self._put(data)
+
+    def _put(self, data: bytes) -> None:
+        """Write what waits, then ``data`` (the lock held)."""
+        if self._fd < 0:  # closed: the process is exiting
+            return
+        data = self._unwritten + data
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+        except OSError as e:
+            self._unwritten = data
+            self._failed(e)
+            return
+        self._unwritten = b""
+        if self.write_error is not None and not self._noted:  # written again: say what happened
+            self._noted = True
+            note = to_json({"t": "write_failed", "error": self.write_error, "dropped": self._dropped}) + "\n"
+            try:
+                os.write(self._fd, note.encode("utf-8"))
+            except OSError:
+                pass
+
+    def _failed(self, e: OSError) -> None:
+        global _WARNED
+        if self.write_error is not None:
+            return
+        self.write_error = e.strerror or str(e)
+        try:  # an empty file: a name needs no room for data
+            os.close(os.open(os.path.join(self.run_dir, WRITE_FAILED_PREFIX + os.path.basename(self.path)),
+                             os.O_CREAT | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o644))
+        except OSError:
+            pass
+        if not _WARNED:
+            _WARNED = True
+            try:
+                sys.stderr.write(f"tritonkit: warning: cannot write the run's journal ({self.write_error}): what "
+                                 f"pid {os.getpid()} finds is kept in memory and written when it can be; the report "
+                                 "may be incomplete\n")
+                sys.stderr.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
 
     def scope(self, name: str) -> None:
         """A new session starts (``pytest --tritonkit``: one per test phase, ``name`` the test's node
@@ -145,8 +202,13 @@ class Journal:
                     "internal": internal})
 
     def close(self) -> None:
-        """Close the file (the journal stays)."""
-        self._fh.close()
+        """Close the file (the journal stays), after a last try at what could not be written."""
+        with self._lock:
+            if self._unwritten:
+                self._put(b"")
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
 
 def command_line() -> List[str]:
@@ -202,6 +264,8 @@ class ProcessRun:
     exit: Optional[Dict[str, Any]] = None
     #: the names of the side journals this process settled (see the module)
     settled: set = dataclasses.field(default_factory=set)
+    #: why some of what the process wrote may be missing (its journal could not be written whole), or None
+    write_error: Optional[str] = None
 
     @property
     def process(self) -> Dict[str, Any]:
@@ -243,6 +307,8 @@ class ProcessRun:
                 self.exit = rec
             elif t == "settled":
                 self.settled.add(str(rec.get("journal") or ""))
+            elif t == "write_failed":
+                self.write_error = str(rec.get("error") or "a write failed")
         except (KeyError, TypeError, ValueError):
             pass
         return None
@@ -336,6 +402,11 @@ def read_run(run_dir: str) -> List[ProcessRun]:
     their owners did not settle read into them (see the module)."""
     owners = {os.path.basename(p): read_journal(p) for p in glob.glob(os.path.join(run_dir, "p*.jsonl"))}
     sides = sorted((os.path.basename(p), read_journal(p)) for p in glob.glob(os.path.join(run_dir, "s*.jsonl")))
+    failed = {os.path.basename(p)[len(WRITE_FAILED_PREFIX):]
+              for p in glob.glob(os.path.join(run_dir, WRITE_FAILED_PREFIX + "*.jsonl"))}
+    for name, run in list(owners.items()) + sides:
+        if name in failed and run.write_error is None:
+            run.write_error = "a write failed"
     taken: Dict[int, int] = {}
     for name, side in sorted(sides, key=lambda x: (x[1].started, x[0])):
         owner = owners.get(str(side.extra.get("owner") or ""))
@@ -344,6 +415,7 @@ def read_run(run_dir: str) -> List[ProcessRun]:
             continue
         if name in owner.settled:
             continue
+        owner.write_error = owner.write_error or side.write_error
         n = taken[id(owner)] = taken.get(id(owner), 0) + 1
         try:
             scope = min(int(side.extra.get("scope") or 0), len(owner.scopes) - 1)
@@ -384,9 +456,22 @@ def merge(runs: List[ProcessRun], interrupted: bool = False, script: Optional[Di
     root = next((r for r in runs if r.role == "root"), runs[0] if runs else ProcessRun())
     summary = summarize(records, findings, root.checks, root.engine, aborted, interrupted)
     summary["processes"] = len(runs)
+    summary["incomplete"] = incomplete(runs)
     return CheckReport(findings=findings, launches=len(records), kernels=kernel_summaries(records, findings),
                        launch_records=records, summary=summary,
                        versions={"tritonkit": __version__, "triton": installed_version("triton")}, script=script)
+
+
+def incomplete(runs: List[ProcessRun]) -> List[str]:
+    """Why a report of ``runs`` may lack findings: the journals that could not be written whole (a
+    full disk), each a sentence."""
+    out = []
+    for run in runs:
+        if run.write_error:
+            who = "the script's process" if run.role == "root" else f"pid {run.pid} ({' '.join(run.argv)})"
+            out.append(f"the journal of {who} could not be written whole ({run.write_error}): what it found after "
+                       "that may be missing")
+    return out
 
 
 def installed_version(dist: str) -> str:

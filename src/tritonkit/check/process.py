@@ -11,6 +11,11 @@ writing what it finds to its journal in the run's directory (:mod:`.journal`).
   ``TRITON_INTERPRET`` is never touched: checking does not need it.
 * Forks: a process forked from a checked one (``multiprocessing`` with ``fork``) writes to a
   journal of its own from the fork on, with only what it finds itself.
+* What the report is told besides the journals: each Python child a checked process starts
+  through ``subprocess`` is noted in the run's directory (``c<pid>-<ns>.json``), and the start-up
+  hook marks each process it reaches (``b<pid>``), so that a child it never reached (``python
+  -I``) is named (:func:`unchecked_children`); checked children that outlive the program are
+  found by :func:`still_running`.
 """
 from __future__ import annotations
 
@@ -220,44 +225,134 @@ def is_python(program: str) -> bool:
 def _checked_popen_init(self, *args, **kw):
     """``subprocess.Popen.__init__``: a child that is not Python (nor a shell, which may start
     Python) gets the environment without tritonkit's variables; a Python child given an ``env`` of
-    its own gets them added."""
+    its own gets them added, and is noted in the run's directory (:func:`unchecked_children`)."""
+    python = None
     try:
         import inspect
         bound = inspect.signature(_popen_init).bind(self, *args, **kw)
         a = bound.arguments
+        python = _python_program(a["args"], a.get("executable"), a.get("shell", False))
         env = _child_env_for(a["args"], a.get("executable"), a.get("shell", False), a.get("env"))
         if env is not None:
             a["env"] = env
             args, kw = bound.args[1:], bound.kwargs
     except Exception:  # never stand in the way of the program's own process creation
         pass
-    return _popen_init(self, *args, **kw)
+    _popen_init(self, *args, **kw)
+    if python is not None:
+        _note_spawn(self.pid, python)
+
+
+def _program(args, executable) -> str:
+    if executable is not None:
+        return os.fsdecode(executable)
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return os.fsdecode(args)
+    return os.fsdecode(list(args)[0])
+
+
+def _python_program(args, executable, shell: bool) -> Optional[List[str]]:
+    """The command line of a ``subprocess`` child that runs Python (None: not Python, or a shell)."""
+    if _installed is None or shell or not is_python(_program(args, executable)):
+        return None
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return [os.fsdecode(args)]
+    return [os.fsdecode(a) if isinstance(a, (str, bytes, os.PathLike)) else str(a) for a in args]
 
 
 def _child_env_for(args, executable, shell: bool, env) -> Optional[Dict[str, str]]:
-    """The environment a ``subprocess`` child should get instead of ``env`` (None: leave it)."""
+    """The environment a ``subprocess`` child should get instead of ``env`` (None: leave it). A
+    Python child whose ``env`` lacks tritonkit's start-up hook on ``PYTHONPATH`` (``PYTHONPATH``
+    removed, or set to the program's own) gets it back, or it would run unchecked."""
     installed = _installed
     if installed is None or shell:
         return None
-    if executable is not None:
-        program = os.fsdecode(executable)
-    elif isinstance(args, (str, bytes, os.PathLike)):
-        program = os.fsdecode(args)
-    else:
-        program = os.fsdecode(list(args)[0])
+    program = _program(args, executable)
     if os.path.basename(program) in _SHELLS:
         return None
     if is_python(program):
-        if env is None or RUN_DIR_ENV in env:
+        if env is None or (RUN_DIR_ENV in env and BOOT_DIR in env.get("PYTHONPATH", "").split(os.pathsep)):
             return None
+        before = _before(os.environ)
+        if env.get("PYTHONPATH") != os.environ.get("PYTHONPATH"):  # the program's own choice: its for grandchildren
+            before = {"PYTHONPATH": env.get("PYTHONPATH")}
         return child_env(os.environ[RUN_DIR_ENV], CheckOptions.from_dict(json.loads(os.environ[OPTIONS_ENV])),
-                         base=env, before=_before(os.environ))
+                         base=env, before=before)
     clean = dict(os.environ if env is None else env)
     before = _before(clean)
     for key in (RUN_DIR_ENV, OPTIONS_ENV, BEFORE_ENV):
         clean.pop(key, None)
     _restore(clean, before)
     return clean
+
+
+# ------------------------------------------------------------------------- processes the report waits for
+
+#: a file the start-up hook makes in the run's directory as a Python child starts: ``b<pid>``
+BOOTED_PREFIX = "b"
+#: a file a checked process makes for each Python child it starts through ``subprocess``: ``c<pid>-<ns>.json``
+SPAWNED_PREFIX = "c"
+
+
+def _note_spawn(pid: int, argv: List[str]) -> None:
+    """Note in the run's directory that this process started the Python child ``pid`` (so that one
+    the start-up hook never reached is named in the report)."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if not run_dir:
+        return
+    import time
+    try:
+        with open(os.path.join(run_dir, f"{SPAWNED_PREFIX}{pid}-{time.time_ns()}.json"), "w",
+                  encoding="utf-8") as fh:
+            json.dump({"pid": pid, "argv": argv, "parent": os.getpid(), "at": time.time()}, fh)
+    except (OSError, ValueError):
+        pass
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (not ended, not a zombie waiting to be reaped)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's: it exists
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def still_running(runs) -> list:
+    """The checked child processes of ``runs`` (:class:`~.journal.ProcessRun`, e.g. a
+    :class:`~.journal.RunWatcher`'s) that are still running: no ``exit`` line in their journal and
+    their process alive."""
+    return [r for r in runs if r.role == "child" and r.exit is None and alive(r.pid)]
+
+
+def unchecked_children(run_dir: str, runs) -> List[Dict[str, Any]]:
+    """The Python children started through ``subprocess`` by a checked process of the run in
+    ``run_dir`` that tritonkit's start-up hook never reached (``python -I``/``-E``/``-S``, another
+    interpreter, ...): ``[{"pid", "argv", "running"}]``; what they launched was not checked. A child
+    that wrote a journal (``runs``) was reached, whatever the files say."""
+    import glob
+    journaled = {r.pid for r in runs}
+    out = []
+    for path in sorted(glob.glob(os.path.join(run_dir, f"{SPAWNED_PREFIX}*.json"))):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                rec = json.load(fh)
+            pid = int(rec["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if pid in journaled or os.path.exists(os.path.join(run_dir, f"{BOOTED_PREFIX}{pid}")):
+            continue
+        out.append({"pid": pid, "argv": [str(a) for a in rec.get("argv") or []], "running": alive(pid)})
+    return out
 
 
 # ---------------------------------------------------------------------------------- checked processes
@@ -267,9 +362,19 @@ def run_root(target, options: CheckOptions, run_dir: str, prog: str = "tritonkit
     ``run(prog, passthrough)``) in this process, checked, journaled in ``run_dir``, its Python child
     processes too where ``options.children`` says so; write how it ended to the journal.
 
+    A program that ends normally (or raises, or exits non-zero) stays checked until the interpreter
+    exits: launches from its ``atexit`` handlers and from its threads that run on are checked too,
+    and the journal's ``exit`` line is written last. One stopped by tritonkit (Ctrl-C, a usage error,
+    a launch that could not finish) ends checking at once.
+
     Returns:
         0 the program ended normally; 3 it raised or exited non-zero; 2 a launch could not be checked
         as given (a usage error, printed) or tritonkit failed (its traceback printed); 130 interrupted.
+
+    Raises:
+        ValueError: a bad ``TRITONKIT_DEVICE_MODEL`` (checking cannot start); what the program
+        raised that is not an ``Exception`` and none of the above (a ``GeneratorExit``), after
+        journaling.
     """
     from . import session as _session
     from .errors import CheckAborted, InternalError, UsageError
@@ -281,28 +386,60 @@ def run_root(target, options: CheckOptions, run_dir: str, prog: str = "tritonkit
         install(run_dir, options, before)
     else:
         watch_forks(False)
-    status, failed, interrupted, internal = 0, False, False, None
+    outcome: Dict[str, Any] = {"status": 0, "failed": False, "interrupted": False, "internal": None}
+    context = _session.checking(journal=journal, **options.session_kwargs())
+    pid, ended = os.getpid(), []
+
+    def finish(*exc) -> None:
+        """End checking (``exc``: what stopped the program, if anything) and journal how it ended;
+        at exit, after the program's own ``atexit`` handlers (registered later: run first)."""
+        if ended:
+            return
+        ended.append(True)
+        if os.getpid() != pid:  # a fork of this process exiting normally: its own journal, no exit line
+            try:
+                context.__exit__(None, None, None)
+            except BaseException:  # noqa: B036 - at exit, nothing to raise to
+                pass
+            return
+        try:
+            context.__exit__(*(exc or (None, None, None)))
+        except CheckAborted:
+            pass  # a launch of an atexit handler could not finish: its finding is journaled
+        except Exception as e:  # noqa: BLE001 - tritonkit failed closing the session: said, journaled
+            import traceback
+            traceback.print_exc()
+            outcome.update(status=2, internal=str(e))
+        finally:
+            if options.children:
+                uninstall()
+            journal.exit(outcome["status"], outcome["failed"], outcome["interrupted"], outcome["internal"])
+            journal.close()
+
     try:
-        with _session.checking(journal=journal, **options.session_kwargs()):
-            status = target.run(prog, passthrough=(UsageError,))
-            failed = status != 0
-    except InternalError as e:
-        import traceback
-        traceback.print_exc()
-        status, internal = 2, str(e)
-    except CheckAborted:
-        pass
-    except KeyboardInterrupt:
-        status, interrupted = 130, True
-    except UsageError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        status, internal = 2, f"usage: {e}"
-    finally:
+        context.__enter__()
+    except BaseException:
         if options.children:
             uninstall()
-    journal.exit(status, failed, interrupted, internal)
-    journal.close()
-    return status
+        raise
+    atexit.register(finish)
+    try:
+        status = target.run(prog, passthrough=(UsageError,))
+        outcome.update(status=status, failed=status != 0)
+    except BaseException as e:  # noqa: B036 - each stops checking now; the unknown ones go on up
+        if isinstance(e, InternalError):
+            import traceback
+            traceback.print_exc()
+            outcome.update(status=2, internal=str(e))
+        elif isinstance(e, KeyboardInterrupt):
+            outcome.update(status=130, interrupted=True)
+        elif isinstance(e, UsageError):
+            print(f"{prog}: error: {e}", file=sys.stderr)
+            outcome.update(status=2, internal=f"usage: {e}")
+        finish(type(e), e, e.__traceback__)
+        if not isinstance(e, (InternalError, CheckAborted, KeyboardInterrupt, UsageError)):
+            raise
+    return outcome["status"]
 
 
 def start_child() -> None:

@@ -24,6 +24,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if step == "check":
         import json
 
+        from ._supervise import die_with_parent
+        die_with_parent()
         from ..check.journal import RUN_DIR_ENV
         from ..check.process import CheckOptions, run_root
         return run_root(Target.from_words(rest[1:]), CheckOptions.from_dict(json.loads(rest[0])),

@@ -1,18 +1,24 @@
 """``tritonkit check [options] -- python SCRIPT.py ARGS``: run the script with every Triton launch
 checked on the CPU, then print the findings (and write them as JSON).
 
-The script runs in a child process (``python -m tritonkit.cli._child check``), and so does each
-Python process it starts; every one writes what it finds to its journal as it finds it
-(:mod:`tritonkit.check.journal`). This process builds the report from the journals after the
-script ends, however it ends (normally, ``os._exit``, a signal, a crash), and prints it to the
-terminal it was started from, whatever the script did with its own ``sys.stdout``.
+The script runs in a child process (``python -m tritonkit.cli._child check``) in a process group of
+its own (:mod:`._supervise`: signals that ask tritonkit to stop are passed on to it, the terminal
+is lent to it), and so does each Python process it starts; every one writes what it finds to its
+journal as it finds it (:mod:`tritonkit.check.journal`). This process builds the report from the
+journals after the script ends, however it ends (normally, ``os._exit``, a signal, a crash, a usage
+error, tritonkit's own SIGTERM), once the checked processes it left running ended or
+:data:`CHILD_WAIT_S` passed, and prints it to the terminal it was started from, whatever the script
+did with its own ``sys.stdout``.
 
-Exit status: 0 no findings; 1 findings (a kernel that could not run, or timed out, is a finding);
-2 bad usage or a failure of tritonkit itself; 3 the script raised, exited with another status or
-was killed (said on stderr) and nothing was found; 130 interrupted. A ``--json`` FILE that cannot
-be written is refused before the script runs (status 2); one whose write fails after the run (a full
-disk) is said on stderr, and the status is then 1 where there are findings, else 2. The JSON is
-written before the report is printed.
+Exit status, the first that applies: 128 + the signal (143, 129) when SIGTERM or SIGHUP reached
+tritonkit (passed on to the script; the report has what was checked until then and says so); 130
+interrupted (Ctrl-C, or SIGINT sent to tritonkit); 2 a launch could not be checked as given (a usage
+error) or tritonkit failed, the findings made before still reported; 2 the ``--json`` FILE could not
+be written and there are no findings; 1 findings (a kernel that could not run, or timed out, is a
+finding); 3 the script raised, exited with another status or was killed (said on stderr); 0. A
+``--json`` FILE that cannot be written is refused before the script runs (status 2); one whose write
+fails after the run (a full disk) is said on stderr. The JSON is written before the report is
+printed.
 """
 from __future__ import annotations
 
@@ -21,7 +27,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 from typing import List, Optional
@@ -157,6 +162,10 @@ def _list_checks() -> int:
     return _status.OK
 
 
+#: seconds the report waits for checked processes the script left running (``TRITONKIT_CHILD_WAIT``)
+CHILD_WAIT_S = 10.0
+
+
 def run(args) -> int:
     """Run ``tritonkit check``; returns the exit status (see the module)."""
     if args.list_checks:
@@ -169,38 +178,117 @@ def run(args) -> int:
         return _run_gpu(args, target, json_path)
     options = _options(args)
 
-    from ..check.journal import RUN_DIR_ENV, merge, read_run
+    from ..check.journal import RUN_DIR_ENV, read_run
+    from ._supervise import Supervisor
 
     run_dir = tempfile.mkdtemp(prefix="tritonkit-check-")
     try:
-        cmd = [sys.executable, "-m", "tritonkit.cli._child", "check", json.dumps(options.to_dict()), *target.words()]
-        proc = subprocess.Popen(cmd, env=dict(os.environ, **{RUN_DIR_ENV: run_dir}))
-        code, interrupted = _wait(proc)
-        runs = read_run(run_dir)
+        with Supervisor() as sup:
+            cmd = [sys.executable, "-m", "tritonkit.cli._child", "check", json.dumps(options.to_dict()), *target.words()]
+            sup.start(cmd, dict(os.environ, **{RUN_DIR_ENV: run_dir}))
+            code = sup.wait()
+            left = _wait_for_children(sup, run_dir)
+            if sup.terminated:
+                sup.kill_group()
+            runs = read_run(run_dir)
+            return _report(sup, code, runs, left, run_dir, target, json_path)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _wait_for_children(sup, run_dir: str) -> list:
+    """Wait (a bounded time: :data:`CHILD_WAIT_S`, after SIGTERM what is left of the grace) for the
+    checked processes the script left running (their journals have no exit line yet); those still
+    running then (:class:`~tritonkit.check.journal.ProcessRun`)."""
+    from ..check.journal import RunWatcher
+    from ..check.process import still_running
+    from ._supervise import seconds_from_env
+
+    watcher = RunWatcher(run_dir)
+
+    def running() -> list:
+        watcher.poll()
+        return still_running([t.run for t in watcher.tails.values()])
+
+    wait = seconds_from_env("TRITONKIT_CHILD_WAIT", CHILD_WAIT_S)
+    if sup.wait_while(running, min(1.0, wait)):
+        return []
+    if wait > 1.0:
+        left = running()
+        print(f"tritonkit check: the script ended; waiting up to {wait:g} s for the {len(left)} checked process"
+              f"{'es' if len(left) != 1 else ''} it left running (pid {', '.join(str(r.pid) for r in left)})",
+              file=sys.stderr)
+        sup.wait_while(running, wait - 1.0)
+    return running()
+
+
+def _report(sup, code: int, runs, left, run_dir: str, target, json_path: Optional[str]) -> int:
+    """Build the report from the journals ``runs``, write its JSON and print it; the exit status
+    (the precedence is the module's)."""
+    from ..check.journal import merge
+    from ..check.process import unchecked_children
+    from ..report.terminal import safe
+
     root = next((r for r in runs if r.role == "root"), None)
     ended = root.exit if root is not None else None
-    interrupted = interrupted or code == _status.INTERRUPTED or bool(ended and ended.get("interrupted"))
+    interrupted = sup.interrupted or code == _status.INTERRUPTED or bool(ended and ended.get("interrupted"))
+    error = None
     if ended and ended.get("internal"):
-        if not str(ended["internal"]).startswith("usage:"):
+        internal = str(ended["internal"])
+        if internal.startswith("usage: "):
+            error = internal[len("usage: "):]
+        else:
             print("tritonkit: internal error (the traceback above); please report it", file=sys.stderr)
-        return _status.USAGE
-    failed = code != 0 and not interrupted
-    if code < 0:
+            error = f"tritonkit failed: {internal}"
+    terminated = sup.terminated
+    failed = code != 0 and not interrupted and not terminated and error is None
+    if terminated:
+        end = (f"; its process group did not end within {sup.grace_s:g} s and was killed (SIGKILL)" if sup.killed
+               else "")
+        print(f"tritonkit check: {_signal_name(terminated)} received: passed on to the script{end}", file=sys.stderr)
+    elif code < 0:
         print(f"tritonkit check: the script was killed by signal {-code} ({_signal_name(-code)})", file=sys.stderr)
     elif failed and ended is None:
         print(f"tritonkit check: the script ended with status {code} before tritonkit could see how (os._exit?)",
               file=sys.stderr)
     report = merge(runs, interrupted=interrupted, script={"target": target.argv, "failed": failed})
-    if not _show(report, json_path) and not report.findings:
-        return _status.USAGE  # with findings, their status: the error above says the file is missing
-    if interrupted:
+    notes = report.summary["incomplete"]
+    for r in left:
+        notes.append(safe(f"pid {r.pid} ({' '.join(r.argv)}) was still running when the report was made: what it "
+                          "finds from then on is not in it"))
+    for c in unchecked_children(run_dir, runs):
+        notes.append(safe(f"pid {c['pid']} ({' '.join(c['argv'])}) is a Python process the script started that "
+                          "tritonkit's start-up hook never reached (python -I/-E/-S, another interpreter"
+                          f"{', still running' if c['running'] else ''}): its launches, if any, were not checked"))
+    if _disk_full(run_dir):
+        notes.append("the file system of the run's temporary directory is full: journals may have lost findings")
+    report.summary["terminated"] = _signal_name(terminated) if terminated else None
+    report.summary["error"] = error
+    written = _show(report, json_path)
+    sup.settle()  # signals that came while the report was made
+    if sup.terminated:
+        print(f"tritonkit check: terminated ({_signal_name(sup.terminated)})", file=sys.stderr)
+        return 128 + int(sup.terminated)
+    if interrupted or sup.interrupted:
         print("tritonkit check: interrupted", file=sys.stderr)
         return _status.INTERRUPTED
+    if error is not None:
+        return _status.USAGE
+    if not written and not report.findings:
+        return _status.USAGE  # with findings, their status: the error above says the file is missing
     if report.findings:
         return _status.FINDINGS
     return _status.SCRIPT_FAILED if failed else _status.OK
+
+
+def _disk_full(path: str) -> bool:
+    """Whether the file system of ``path`` has (almost) no room left for this user."""
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):
+        return False
+    free = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return free * st.f_frsize < 4096
 
 
 _CPU_ONLY = ("--stop-on-first", "--pdb", "--timeout", "--nan", "--checks", "--no-checks", "--batch-memory", "--workers",
@@ -268,17 +356,6 @@ def _show(report, json_path: Optional[str]) -> bool:
             written = False
     print_report(report, make_console())
     return written
-
-
-def _wait(proc) -> tuple:
-    """Wait for the script's process: ``(its return code, whether Ctrl-C was pressed meanwhile)``.
-    Ctrl-C reaches the script too (one process group): wait for it to write how it ended."""
-    interrupted = False
-    while True:
-        try:
-            return proc.wait(), interrupted
-        except KeyboardInterrupt:
-            interrupted = True
 
 
 def _signal_name(number: int) -> str:

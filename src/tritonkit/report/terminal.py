@@ -187,8 +187,16 @@ def render_summary(summary: dict, kernels: Iterable, findings: List) -> Renderab
                           "processes)", style="dim"))
     if summary.get("aborted"):
         parts.append(Text(safe(f"stopped: {summary['aborted']}"), style="bold yellow"))
-    if summary.get("interrupted"):
+    if summary.get("error"):
+        parts.append(Text(safe(f"error: {summary['error']}: checking stopped there; the findings made before it are "
+                               "reported"), style="bold red"))
+    if summary.get("terminated"):
+        parts.append(Text(safe(f"terminated ({summary['terminated']}): the report has what was checked until then"),
+                          style="bold yellow"))
+    elif summary.get("interrupted"):
         parts.append(Text("interrupted (Ctrl-C): the report has what was checked until then", style="bold yellow"))
+    for note in summary.get("incomplete") or []:
+        parts.append(Text(safe(f"may be incomplete: {note}"), style="bold yellow"))
     return Group(*parts)
 
 

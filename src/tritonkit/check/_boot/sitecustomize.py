@@ -65,7 +65,18 @@ class _WhenTritonIsImported:
         return spec
 
 
+def _booted() -> None:
+    """Say in the run's directory that this process was reached (``b<pid>``: a Python child the
+    run saw started without it ran unchecked, and the report names it)."""
+    try:
+        os.close(os.open(os.path.join(os.environ["TRITONKIT_RUN_DIR"], f"b{os.getpid()}"),
+                         os.O_CREAT | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o644))
+    except (OSError, ValueError):
+        pass
+
+
 if os.environ.get("TRITONKIT_RUN_DIR"):
+    _booted()
     _run_the_next_sitecustomize()
     if "triton" in sys.modules:
         _start_checking()

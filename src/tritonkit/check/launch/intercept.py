@@ -30,7 +30,7 @@ from triton.runtime import jit as _jit
 
 from ..errors import UsageError
 from ..interp.batched import BatchedBuilder
-from ..interp.kernels import rewritten
+from ..interp.kernels import LOCK, rewritten
 from ..triton_hooks import autotuning
 from . import cpu_driver
 from .active import active_session
@@ -44,6 +44,11 @@ _saved: List[tuple] = []
 def _checked_run(self, *args, grid, warmup=False, **kwargs):
     if warmup:
         return WarmedUp(self, kwargs)
+    with LOCK:  # a launch at a time, whole (threads): the checks' state and findings are the launch's
+        return _checked_run_locked(self, args, kwargs, grid)
+
+
+def _checked_run_locked(self, args, kwargs, grid):
     if _capturing():
         return _captured_run(self, args, kwargs, grid)
     session = active_session()
@@ -109,9 +114,10 @@ def _original(cls, name):
 def _checked_autotune(self, *args, **kwargs):
     """``Autotuner.run``: every config checked (:func:`~.autotune.checked_autotune`), but during a
     CUDA graph capture Triton's own (the best config it has, captured once)."""
-    if _capturing():
-        return _original(_autotuner.Autotuner, "run")(self, *args, **kwargs)
-    return checked_autotune(self, *args, **kwargs)
+    with LOCK:  # every config of the key, one launch after another (see _checked_run)
+        if _capturing():
+            return _original(_autotuner.Autotuner, "run")(self, *args, **kwargs)
+        return checked_autotune(self, *args, **kwargs)
 
 
 #: a subclass of Triton's ``Autotuner`` with a ``run`` of its own (``tritonkit.autotune``'s) defers to
