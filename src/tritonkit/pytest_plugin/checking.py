@@ -12,7 +12,6 @@ process that reports (the only one, or the xdist controller) gathers them per te
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import os
 import shutil
@@ -33,6 +32,8 @@ _BEFORE_KEY = "tritonkit_env_before"
 _SUMMED = ("launches", "programs", "accesses", "lanes", "empty_grids", "captured", "seconds", "batched_launches",
            "gpu_launches")
 _MAX_FALLBACKS = 20
+#: resident memory a suite may gain between two garbage collections between tests where no test failed
+_GARBAGE_MARGIN = 256 << 20
 _SHOWN_TESTS = 30
 
 
@@ -146,6 +147,8 @@ class CheckingPlugin:
         self._running: Dict[str, _Running] = {}
         self._pending: Dict[Tuple[str, str], PhaseResult] = {}
         self._child_seen: Dict[tuple, Tuple[Optional[PhaseResult], int]] = {}
+        self._failed = False  # a phase failed since the last collection between tests
+        self._rss_floor: Optional[int] = None  # resident bytes after the last collection between tests
         #: where the reporting process writes the JSON (absolute; set by the plugin's configure)
         self.json_path: Optional[str] = None
 
@@ -194,6 +197,7 @@ class CheckingPlugin:
     # --- each test --------------------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item):
+        self._collect_between_tests()
         bad = None
         try:
             self._begin(item, "call")
@@ -209,18 +213,18 @@ class CheckingPlugin:
             if result is not None:
                 result.when = "setup"
                 self._pending[(item.nodeid, "setup")] = result
+                if result.all_findings and _skipped(outcome.excinfo):
+                    self._fail(result, outcome)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item):
-        _forget_last_failure()
         outcome = yield
         result = self._end(item.nodeid)
         if result is None:
             return
         self._pending[(item.nodeid, "call")] = result
-        if result.all_findings and outcome.excinfo is None:
-            result.failed_it = True
-            outcome.force_exception(pytest.fail.Exception(self._text(result), pytrace=False))
+        if result.all_findings and (outcome.excinfo is None or _skipped(outcome.excinfo)):
+            self._fail(result, outcome)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_teardown(self, item, nextitem):
@@ -237,9 +241,13 @@ class CheckingPlugin:
             return
         result.when = "teardown"
         self._pending[(item.nodeid, "teardown")] = result
-        if result.all_findings and outcome.excinfo is None:
-            result.failed_it = True
-            outcome.force_exception(pytest.fail.Exception(self._text(result), pytrace=False))
+        if result.all_findings and (outcome.excinfo is None or _skipped(outcome.excinfo)):
+            self._fail(result, outcome)
+
+    def _fail(self, result: PhaseResult, outcome) -> None:
+        """The phase fails with ``result``'s findings (it passed, or skipped after making them)."""
+        result.failed_it = True
+        outcome.force_exception(pytest.fail.Exception(self._text(result), pytrace=False))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -253,6 +261,7 @@ class CheckingPlugin:
             rep.sections.append(("tritonkit findings", self._text(result)))
 
     def pytest_runtest_logreport(self, report) -> None:
+        self._failed = self._failed or report.failed
         data = getattr(report, REPORT_ATTR, None)
         test = self.tests.get(report.nodeid)
         if data is None and test is None:
@@ -302,6 +311,26 @@ class CheckingPlugin:
                 "versions": {"tritonkit": __version__, "triton": installed_version("triton"), "pytest": pytest.__version__}}
 
     # --- sessions -------------------------------------------------------------------------------------
+    def _collect_between_tests(self) -> None:
+        """Before a test's first check session, which freezes the heap: free what the tests before it
+        left in reference cycles (see :func:`~tritonkit.check.memory.allocator.collect_garbage`; a
+        collection inside the session would free none of it, and Python's own full collections are
+        rare). The last failure is forgotten (:func:`_forget_last_failure`); the garbage is collected
+        after a failed phase (its traceback keeps the test's frames) and where the process's resident
+        memory grew by more than :data:`_GARBAGE_MARGIN` since the last collection (other cycles,
+        such as a ``pytest.raises``'s), so that a suite's memory does not grow from test to test."""
+        from ..check.memory.allocator import collect_garbage, resident_bytes
+        forgot = _forget_last_failure()
+        rss = resident_bytes()
+        if forgot or self._failed or (rss is not None and self._rss_floor is not None
+                                      and rss > self._rss_floor + _GARBAGE_MARGIN):
+            collect_garbage()
+            self._failed = False
+            rss = resident_bytes()
+        elif self._rss_floor is not None:
+            return
+        self._rss_floor = rss
+
     def _begin(self, item, when: str) -> None:
         """Start checking ``item`` (raises ValueError for a bad ``tritonkit`` marker)."""
         from ..check.session import checking
@@ -360,17 +389,24 @@ class CheckingPlugin:
         return head + "\n" + findings_text(found, width=min(width, 140))
 
 
-def _forget_last_failure() -> None:
-    """What pytest does as a test's body starts (it keeps the last failure in ``sys.last_*`` for
-    post-mortem debugging until then), a moment earlier, and then a garbage collection: the failure's
-    traceback keeps its frames, and their tensors, in reference cycles that Python frees only at a
-    collection, which a test making few but large tensors may not trigger before its own peak."""
+def _skipped(excinfo) -> bool:
+    """Whether a phase ended by skipping (``pytest.skip()``, ``importorskip``): a test that made
+    findings and then skipped fails with them, as one that passed does (an ``xfail`` still applies)."""
+    exc = excinfo[1] if isinstance(excinfo, tuple) else excinfo
+    return isinstance(exc, pytest.skip.Exception)
+
+
+def _forget_last_failure() -> bool:
+    """What pytest does as the next test's body starts (it keeps the last failure in ``sys.last_*``
+    for post-mortem debugging until then), as its setup starts: the failure's traceback keeps its
+    frames, and their tensors, in reference cycles that Python frees only at a collection, which must
+    come before the test's check session freezes the heap. Returns whether there was one."""
     if getattr(sys, "last_traceback", None) is None and getattr(sys, "last_value", None) is None:
-        return
+        return False
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, name):
             delattr(sys, name)
-    gc.collect()
+    return True
 
 
 def _joined(a: PhaseResult, b: PhaseResult) -> PhaseResult:
