@@ -15,10 +15,16 @@ Fault tests: ``--kill-one`` SIGKILLs one worker in the middle of a measurement a
 sweep (its config goes back to the queue, a replacement starts); the driver test runs the sweep
 in a child process, SIGKILLs it at 40%, and runs the sweep again on the same cache.
 
+Engines: ``local`` (a worker process per "GPU") and ``ray`` (a Ray actor per "GPU": a local Ray
+started once for the benchmark, 2 CPUs and a 256 MB object store, whose custom resource
+``tritonkit_gpu`` stands in for GPUs; or the cluster at ``$RAY_ADDRESS``). With ``ray``, the killed
+driver is a second driver on the same Ray, whose actors Ray kills with it.
+
 Usage::
 
     python benchmarks/tune_cluster.py                       # the table: 1, 2, 4 workers, then the faults
     python benchmarks/tune_cluster.py --replay --engine local --workers 4 --kill-one   # the quick check
+    python benchmarks/tune_cluster.py --replay --engine ray --workers 4 --kill-one     # the same on Ray actors
 
 The quick check ends with one line, ``ENGINE N workers: X.XXx one worker's throughput; winners same
 as one worker: yes; measurements lost: 0; measured twice: 0``, and exits 0 only when the winners
@@ -139,7 +145,11 @@ def driver_kill(engine: str, workers: int, jobs: Jobs, cache: str, n_keys: int, 
     """Run the sweep in a child, SIGKILL it at 40% of the measurements, run it again here."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", cache, "--engine", engine, "--workers",
            str(workers), "--keys", str(n_keys), "--ms", str(ms)]
-    proc = subprocess.Popen(cmd)
+    env = dict(os.environ)
+    if engine == "ray":  # the child is a second driver of this Ray
+        import ray
+        env["RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
+    proc = subprocess.Popen(cmd, env=env)
     total = len(jobs.keys()) * len(GRID)
     while len(ledger(cache)) < 0.4 * total and proc.poll() is None:
         time.sleep(0.005)
@@ -159,8 +169,23 @@ def driver_kill(engine: str, workers: int, jobs: Jobs, cache: str, n_keys: int, 
 def machine() -> str:
     from _machine import cpu_model
     import numpy
+    ray = ""
+    if "ray" in sys.modules:
+        ray = f", Ray {sys.modules['ray'].__version__}"
     return (f"{cpu_model()}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}, numpy "
-            f"{numpy.__version__}; {datetime.datetime.now().isoformat(timespec='seconds')}")
+            f"{numpy.__version__}{ray}; {datetime.datetime.now().isoformat(timespec='seconds')}")
+
+
+def start_ray(workers: int) -> None:
+    """The benchmark's Ray: the cluster at $RAY_ADDRESS, else a small local one with ``workers``
+    stand-in GPUs (2 CPUs, a 256 MB object store, no dashboard, actors' logs not forwarded)."""
+    from tritonkit.tune._workers._ray import FAKE_GPU, import_ray, start_local_ray
+    ray = import_ray()
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
+    else:
+        start_local_ray(num_cpus=2, object_store_memory=256 * 1024 * 1024, log_to_driver=False,
+                        resources={FAKE_GPU: workers})
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -180,21 +205,28 @@ def main(argv: Optional[List[str]] = None) -> int:
               cache=args.child, progress=False, keep_ledger=True)
         return 0
     work = tempfile.mkdtemp(prefix="tritonkit-tune-cluster-")
+    if args.engine == "ray":
+        start_ray(max(4, args.workers or 4))
+    line = None
     try:
         base = run(args.engine, 1, jobs, os.path.join(work, "one"))
-        if args.replay:
-            n = args.workers or 4
-            r = run(args.engine, n, jobs, os.path.join(work, "n"), kill_one=args.kill_one)
-            ratio = r["rate"] / base["rate"]
-            same = r["winners"] == base["winners"]
-            ok = same and r["lost"] == 0 and r["twice"] == 0 and (not args.kill_one or
-                                                                 (r["killed"] == 1 and ratio >= 0.75 * n))
-            print(f"{args.engine} {n} workers: {ratio:.2f}x one worker's throughput; winners same as one worker: "
-                  f"{'yes' if same else 'no'}; measurements lost: {r['lost']}; measured twice: {r['twice']}")
-            return 0 if ok else 1
-        return table(args, jobs, base, work)
+        if not args.replay:
+            return table(args, jobs, base, work)
+        n = args.workers or 4
+        r = run(args.engine, n, jobs, os.path.join(work, "n"), kill_one=args.kill_one)
+        ratio = r["rate"] / base["rate"]
+        same = r["winners"] == base["winners"]
+        ok = same and r["lost"] == 0 and r["twice"] == 0 and (not args.kill_one or
+                                                             (r["killed"] == 1 and ratio >= 0.75 * n))
+        line = (f"{args.engine} {n} workers: {ratio:.2f}x one worker's throughput; winners same as one worker: "
+                f"{'yes' if same else 'no'}; measurements lost: {r['lost']}; measured twice: {r['twice']}")
+        return 0 if ok else 1
     finally:
+        if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+            sys.modules["ray"].shutdown()
         shutil.rmtree(work, ignore_errors=True)
+        if line is not None:  # last, after Ray's own messages
+            print(line, flush=True)
 
 
 def table(args, jobs: Jobs, base: Dict, work: str) -> int:

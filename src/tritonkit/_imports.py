@@ -20,7 +20,7 @@ from types import ModuleType
 
 #: the extra that installs each optional library (by its import name)
 EXTRAS = {"optuna": "tune", "pynvml": "tune", "filelock": "tune", "matplotlib": "report", "jinja2": "report",
-          "PIL": "report", "sklearn": "distill"}
+          "PIL": "report", "sklearn": "distill", "ray": "cluster"}
 #: the distribution name of each, where it differs from the import name
 _DISTRIBUTIONS = {"pynvml": "nvidia-ml-py", "PIL": "Pillow", "sklearn": "scikit-learn", "jinja2": "Jinja2"}
 

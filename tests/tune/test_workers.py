@@ -1,8 +1,12 @@
-"""Tuning on a pool of worker processes (tritonkit.tune._workers) on this CPU machine: workers run
-the replay runner with CUDA_VISIBLE_DEVICES set per worker, as they would on a GPU host, and a
-sleep of milliseconds per config. Same winners with 1 and N workers; a killed worker loses
-nothing and nothing is measured twice; a config that kills two workers is `crashed`; a killed
-driver's finished work is kept and not measured again; the vLLM table loads as vLLM reads it."""
+"""Tuning on a pool of workers (tritonkit.tune._workers) on this CPU machine, with each engine:
+local worker processes (CUDA_VISIBLE_DEVICES set per worker, as on a GPU host) and Ray actors
+(one per "GPU": the tritonkit_gpu resource stands in for GPUs; skipped where Ray is not
+installed). Workers run the replay runner and sleep milliseconds per config. Same winners with 1
+and N workers; a killed worker (SIGKILL, or ray.kill for an actor) loses nothing and nothing is
+measured twice; a config that kills two workers is `crashed`; a killed driver's finished work is
+kept and not measured again; a restart skips finished work; the vLLM table loads as vLLM reads it.
+The Ray engine's own tests (arguments put once per key, placement by GPU type, idle deaths,
+journaling by the driver) are in test_workers_ray.py."""
 import glob
 import json
 import os
@@ -17,16 +21,45 @@ import pytest
 from tritonkit.tune import TuneCache
 from tritonkit.tune._replay import matmul_grid, synthetic_landscape
 from tritonkit.tune._space import point_key
-from tritonkit.tune._workers import LocalEngine, ReplayJob, WorkerError, WorkPool
+from tritonkit.tune._workers import ReplayJob, WorkerError, WorkPool
 from tritonkit.tune._workers import _ledger
 from tritonkit.tune._workers._protocol import _SleepyReplay
-from tritonkit.tune._workers._sweep import sweep
+from tritonkit.tune._workers._sweep import make_engine, sweep
 from tritonkit.tune._workers._tables import MoeTable, table_file_name
 
 GRID = matmul_grid({"BM": [32, 64, 128], "BN": [32, 64, 128], "BK": [32, 64], "GM": [8], "num_warps": [4, 8],
                     "num_stages": [3]})  # 36 configs
 LANDS = {m: synthetic_landscape("bowl", m, GRID) for m in (1, 2, 4, 8, 16)}
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
+#: the "GPUs" of the test's Ray: a custom resource on this CPU machine.
+RAY_GPUS = 4
+
+
+def start_ray():
+    """A small local Ray for the tests of a module (2 CPUs, a 200 MB object store, no dashboard),
+    with RAY_GPUS stand-in GPUs; returns the ray module (skips without Ray)."""
+    ray = pytest.importorskip("ray")
+    from tritonkit.tune._workers._ray import FAKE_GPU, start_local_ray
+    if not ray.is_initialized():
+        start_local_ray(num_cpus=2, object_store_memory=200 * 1024 * 1024, log_to_driver=False,
+                        resources={FAKE_GPU: RAY_GPUS})
+    return ray
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """Ray, started once for the module and shut down after it."""
+    ray = start_ray()
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(params=["local", "ray"])
+def engine(request):
+    """The engine's name: each test runs with local worker processes and with Ray actors."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
+    return request.param
 
 
 
@@ -48,16 +81,20 @@ def truth(m):
     return min((ms, k) for k, ms in lands.items() if ms < float("inf"))[1]
 
 
-def test_same_winners_with_one_and_several_workers(tmp_path):
+def test_same_winners_with_one_and_several_workers(tmp_path, engine):
     keys = [{"M": m} for m in (1, 2, 4)]
-    one = sweep("mm", keys, job, GRID, source_hash="h", workers=1, cache=str(tmp_path / "c1"), progress=False)
-    three = sweep("mm", keys, job, GRID, source_hash="h", workers=3, cache=str(tmp_path / "c3"), progress=False)
+    one = sweep("mm", keys, job, GRID, source_hash="h", engine=engine, workers=1, cache=str(tmp_path / "c1"),
+                progress=False)
+    three = sweep("mm", keys, job, GRID, source_hash="h", engine=engine, workers=3, cache=str(tmp_path / "c3"),
+                  progress=False)
     assert one.winners() == three.winners()
     assert {k: point_key(p) for k, p in one.winners().items()} == {(str(m),): truth(m) for m in (1, 2, 4)}
     for a, b in zip(one.results["cpu"], three.results["cpu"]):
         assert {t.key: (t.status, t.ms) for t in a.trials} == {t.key: (t.status, t.ms) for t in b.trials}
-    # one worker per "GPU", each with its own CUDA_VISIBLE_DEVICES, all of them busy
-    assert sorted(w.gpu for w in three.workers) == ["0", "1", "2"]
+    # one worker per "GPU", each with its own CUDA_VISIBLE_DEVICES (its own actor), all of them busy
+    assert len({w.gpu for w in three.workers}) == 3 and len({p for w in three.workers for p in w.pids}) == 3
+    if engine == "local":
+        assert sorted(w.gpu for w in three.workers) == ["0", "1", "2"]
     assert all(w.measured > 0 and w.deaths == 0 for w in three.workers)
     assert sum(w.measured for w in three.workers) == 3 * len(GRID) == three.measured()
     # every measurement was journaled, then recorded in the cache by key
@@ -66,10 +103,12 @@ def test_same_winners_with_one_and_several_workers(tmp_path):
     assert glob.glob(str(tmp_path / "c3" / "ledger" / "*.jsonl")) == []  # merged, then removed
 
 
-def test_a_killed_worker_loses_nothing_and_nothing_is_measured_twice(tmp_path):
+@pytest.mark.parametrize("engine, kill", [("local", "sigkill"), ("ray", "sigkill"), ("ray", "ray.kill")],
+                         indirect=["engine"])
+def test_a_killed_worker_loses_nothing_and_nothing_is_measured_twice(tmp_path, engine, kill):
     cache_dir = str(tmp_path / "c")
     killed = []
-    with WorkPool(LocalEngine(workers=2)) as pool:
+    with WorkPool(make_engine(engine, 2)) as pool:
         def killer():
             deadline = time.monotonic() + 20
             while not killed and time.monotonic() < deadline:
@@ -78,44 +117,48 @@ def test_a_killed_worker_loses_nothing_and_nothing_is_measured_twice(tmp_path):
                     continue
                 for pid, busy in pool.worker_pids().items():
                     if busy is not None and 0.005 < busy[1] < 0.02:  # in the middle of a 30 ms measurement
-                        os.kill(pid, signal.SIGKILL)
+                        if kill == "ray.kill":
+                            assert pool.engine.kill(pid)
+                        else:
+                            os.kill(pid, signal.SIGKILL)
                         killed.append(pid)
                         return
                 time.sleep(0.001)
 
         t = threading.Thread(target=killer)
         t.start()
-        res = sweep("mm", [{"M": 1}], lambda k: job(k, seconds=0.03), GRID, source_hash="h", pool=pool,
+        # two keys: long enough after the kill for the replacement to start (an actor: up to 2 s) and measure
+        res = sweep("mm", [{"M": 1}, {"M": 2}], lambda k: job(k, seconds=0.03), GRID, source_hash="h", pool=pool,
                     cache=cache_dir, progress=False, keep_ledger=True)
         t.join()
         summary = pool.summary()
     assert killed, "no worker was caught in the middle of a measurement"
     assert sum(w.deaths for w in summary) == 1 and sum(w.requeued for w in summary) == 1
     assert sum(w.crashed for w in summary) == 0 and len([p for w in summary for p in w.pids]) == 3  # a replacement
-    trials = res.results["cpu"][0].trials
-    assert len(trials) == len(GRID) and all(t.status == "ok" or t.error for t in trials)
-    assert point_key(res.winners()[("1",)]) == truth(1)
+    for r in res.results["cpu"]:
+        assert len(r.trials) == len(GRID) and all(t.status == "ok" or t.error for t in r.trials)
+    assert {k: point_key(p) for k, p in res.winners().items()} == {("1",): truth(1), ("2",): truth(2)}
     measured = ledger_entries(cache_dir)
-    assert len(measured) == len(set(measured)) == len(GRID)          # none twice, none lost
-    assert len({(k, pk) for k, pk, _ in measured}) == len(GRID)
+    assert len(measured) == len(set(measured)) == 2 * len(GRID)      # none twice, none lost
+    assert len({(k, pk) for k, pk, _ in measured}) == 2 * len(GRID)
     assert len({w for _, _, w in measured}) == 3                      # both workers and the replacement measured
 
 
-def test_a_config_that_kills_two_workers_is_crashed(tmp_path):
+def test_a_config_that_kills_two_workers_is_crashed(tmp_path, engine):
     bad = point_key(GRID[5])
-    res = sweep("mm", [{"M": 2}], lambda k: job(k, crash=(bad,)), GRID, source_hash="h", workers=2,
+    res = sweep("mm", [{"M": 2}], lambda k: job(k, crash=(bad,)), GRID, source_hash="h", engine=engine, workers=2,
                 cache=str(tmp_path / "c"), progress=False)
     trials = {t.key: t for t in res.results["cpu"][0].trials}
     assert trials[bad].status == "crashed" and "killed 2 workers" in trials[bad].error
-    assert "exit status 139" in trials[bad].error
+    assert ("exit status 139" if engine == "local" else "the Ray actor died") in trials[bad].error
     assert sum(t.status == "crashed" for t in trials.values()) == 1 and len(trials) == len(GRID)
     assert sum(w.deaths for w in res.workers) == 2 and sum(w.crashed for w in res.workers) == 1
     assert point_key(res.winners()[("2",)]) == truth(2)
     cached = TuneCache(str(tmp_path / "c")).show("mm")[0]
     assert {t.key: t.status for t in cached.trials}[bad] == "crashed"
     # a restart does not try it again (nor anything else)
-    again = sweep("mm", [{"M": 2}], lambda k: job(k, crash=(bad,)), GRID, source_hash="h", workers=1,
-                  cache=str(tmp_path / "c"), progress=False)
+    again = sweep("mm", [{"M": 2}], lambda k: job(k, crash=(bad,)), GRID, source_hash="h", engine=engine,
+                  workers=1, cache=str(tmp_path / "c"), progress=False)
     assert again.measured() == 0 and again.winners() == res.winners()
 
 
@@ -138,10 +181,10 @@ class CrashOnce(ReplayJob):
         return run
 
 
-def test_a_config_that_kills_one_worker_is_measured_elsewhere(tmp_path):
+def test_a_config_that_kills_one_worker_is_measured_elsewhere(tmp_path, engine):
     bad = point_key(GRID[7])
     res = sweep("mm", [{"M": 4}], lambda k: CrashOnce(LANDS[4], str(tmp_path / "flag"), (bad,)), GRID,
-                source_hash="h", workers=2, cache=str(tmp_path / "c"), progress=False, keep_ledger=True)
+                source_hash="h", engine=engine, workers=2, cache=str(tmp_path / "c"), progress=False, keep_ledger=True)
     trials = {t.key: t for t in res.results["cpu"][0].trials}
     assert all(t.status != "crashed" for t in trials.values()) and trials[bad].ok
     assert sum(w.deaths for w in res.workers) == 1 and sum(w.requeued for w in res.workers) == 1
@@ -149,12 +192,13 @@ def test_a_config_that_kills_one_worker_is_measured_elsewhere(tmp_path):
     assert len(measured) == len(GRID) == len({pk for _, pk, _ in measured})
 
 
-def test_a_restart_skips_finished_work(tmp_path):
+def test_a_restart_skips_finished_work(tmp_path, engine):
     cache = str(tmp_path / "c")
-    first = sweep("mm", [{"M": 1}, {"M": 2}], job, GRID, source_hash="h", workers=2, cache=cache, progress=False)
+    first = sweep("mm", [{"M": 1}, {"M": 2}], job, GRID, source_hash="h", engine=engine, workers=2, cache=cache,
+                  progress=False)
     assert first.measured() == 2 * len(GRID)
-    second = sweep("mm", [{"M": 1}, {"M": 2}, {"M": 4}], job, GRID, source_hash="h", workers=2, cache=cache,
-                   progress=False)
+    second = sweep("mm", [{"M": 1}, {"M": 2}, {"M": 4}], job, GRID, source_hash="h", engine=engine, workers=2,
+                   cache=cache, progress=False)
     assert second.measured() == len(GRID)  # only the new key
     assert all(t.source == "cache" for r in second.results["cpu"][:2] for t in r.trials)
     assert {k: v for k, v in second.winners().items() if k != ("4",)} == first.winners()
@@ -167,16 +211,24 @@ from test_workers import GRID, job
 from tritonkit.tune._workers._sweep import sweep
 if __name__ == "__main__":
     sweep("mm", [{{"M": m}} for m in (1, 2, 4, 8)], lambda k: job(k, seconds=0.01), GRID, source_hash="h",
-          workers=2, cache={cache!r}, progress=False, keep_ledger=True)
+          engine={engine!r}, workers=2, cache={cache!r}, progress=False, keep_ledger=True)
 """
 
 
-def test_a_killed_driver_keeps_every_finished_measurement(tmp_path):
+def test_a_killed_driver_keeps_every_finished_measurement(tmp_path, engine):
+    """The driver in a child process (with Ray: a second driver on the tests' cluster, through
+    RAY_ADDRESS), SIGKILLed mid-sweep; its workers die with it (Ray kills the actors of a dead
+    owner); the sweep run again measures only what was left."""
     cache = str(tmp_path / "c")
     script = tmp_path / "driver.py"
-    script.write_text(DRIVER.format(src=SRC, here=os.path.dirname(os.path.abspath(__file__)), cache=cache))
-    proc = subprocess.Popen([sys.executable, str(script)])
-    deadline = time.monotonic() + 60
+    script.write_text(DRIVER.format(src=SRC, here=os.path.dirname(os.path.abspath(__file__)), cache=cache,
+                                    engine=engine))
+    env = dict(os.environ)
+    if engine == "ray":
+        import ray
+        env["RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
+    proc = subprocess.Popen([sys.executable, str(script)], env=env)
+    deadline = time.monotonic() + 90
     while len(ledger_entries(cache)) < 40 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
@@ -188,7 +240,8 @@ def test_a_killed_driver_keeps_every_finished_measurement(tmp_path):
     before = ledger_entries(cache)
     assert 40 <= len(before) < 4 * len(GRID)
     keys = [{"M": m} for m in (1, 2, 4, 8)]
-    res = sweep("mm", keys, job, GRID, source_hash="h", workers=2, cache=cache, progress=False, keep_ledger=True)
+    res = sweep("mm", keys, job, GRID, source_hash="h", engine=engine, workers=2, cache=cache, progress=False,
+                keep_ledger=True)
     measured = ledger_entries(cache)
     pairs = [(k, pk) for k, pk, _ in measured]
     assert len(pairs) == len(set(pairs)) == 4 * len(GRID)    # nothing measured twice, nothing missing
@@ -229,10 +282,10 @@ class Broken(ReplayJob):
         raise RuntimeError("no such tensor")
 
 
-def test_a_runner_that_raises_fails_the_key_with_the_workers_traceback(tmp_path):
+def test_a_runner_that_raises_fails_the_key_with_the_workers_traceback(tmp_path, engine):
     with pytest.raises(WorkerError, match="no such tensor"):
-        sweep("mm", [{"M": 1}], lambda k: Broken(LANDS[1]), GRID, source_hash="h", workers=1, cache=False,
-              progress=False)
+        sweep("mm", [{"M": 1}], lambda k: Broken(LANDS[1]), GRID, source_hash="h", engine=engine, workers=1,
+              cache=False, progress=False)
 
 
 SWEEP_FILE = """

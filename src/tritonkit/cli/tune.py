@@ -29,7 +29,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t = sub.add_parser("tune", help="run a script with its @triton.autotune kernels tuned by tritonkit",
                        usage="tritonkit tune [--strategy S] [--budget N|SECONDS] [--no-cache] [--json FILE] "
                              "[--restarts N] [--verbose] -- python SCRIPT.py [ARGS...]\n       tritonkit tune sweep FILE.py "
-                             "[--workers N] [--out DIR] [--strategy S] [--budget B] [--cache-dir DIR]",
+                             "[--workers N] [--cluster ray] [--gpu-type T] [--out DIR] [--strategy S] [--budget B]\n"
+                             "       [--cache-dir DIR]",
                        description="Run SCRIPT (unchanged) with every @triton.autotune kernel tuned by tritonkit: "
                                    "configs compiled in parallel, timed with L2 flushes and interleaved repeats, "
                                    "checked against a reference, and remembered per config in the cache. A config "
@@ -52,6 +53,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                                              "visible GPU)")
     t.add_argument("--cluster", choices=("local", "ray"), help="`tune sweep`: local worker processes (default) or "
                                                                "a Ray cluster (RAY_ADDRESS, else a local Ray)")
+    t.add_argument("--gpu-type", metavar="T", help="`tune sweep`: tune only on GPUs of this type (H100, A100, ...; "
+                                                    "with --cluster ray, actors go only to nodes of that type); "
+                                                    "default: every type, each tuned separately")
     t.add_argument("--out", metavar="DIR", help="`tune sweep`: where the tables, heuristics and results go "
                                                 "(default .)")
     t.add_argument("target", nargs="*", help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
@@ -85,9 +89,9 @@ def run(args, console=None) -> int:
         raise BadUsage("--restarts must be 0 or more")
     if args.target[:1] == ["sweep"]:
         return _sweep(args, console)
-    if args.workers is not None or args.cluster or args.out:
-        raise BadUsage("--workers, --cluster and --out are for `tritonkit tune sweep FILE.py`; a script's own "
-                       "launches are tuned in its process, on its GPU")
+    if args.workers is not None or args.cluster or args.out or args.gpu_type:
+        raise BadUsage("--workers, --cluster, --gpu-type and --out are for `tritonkit tune sweep FILE.py`; a script's "
+                       "own launches are tuned in its process, on its GPU")
     if args.cache_dir is not None and not args.cache_dir.strip():
         raise BadUsage("--cache-dir is empty: give the cache directory, or leave --cache-dir out for the default one")
     if not args.no_cache:  # a folder that is not a cache: said now, not by the script's first tuned launch
@@ -193,25 +197,30 @@ def _sweep(args, console) -> int:
     from ..tune._workers import WorkerError
     from ..tune._workers._sweep_file import run_file
     if len(args.target) != 2:
-        raise BadUsage("usage: tritonkit tune sweep FILE.py [--workers N] [--cluster ray] [--out DIR] [--strategy S] "
-                       "[--budget B]")
+        raise BadUsage("usage: tritonkit tune sweep FILE.py [--workers N] [--cluster ray] [--gpu-type T] [--out DIR] "
+                       "[--strategy S] [--budget B]")
     if args.workers is not None and args.workers < 1:
         raise BadUsage("--workers must be at least 1")
+    from .._imports import MissingDependency
     engine = args.cluster or "local"
-    if os.environ.get("TRITONKIT_TUNE_ON_CPU") and engine == "local":  # workers run Triton's CPU interpreter
-        from ..tune._workers import LocalEngine
-        engine = LocalEngine(workers=args.workers, env={"TRITON_INTERPRET": "1"})
-    elif engine == "local":
+    try:
+        if os.environ.get("TRITONKIT_TUNE_ON_CPU"):  # workers run Triton's CPU interpreter
+            from ..tune._workers._sweep import make_engine
+            engine = make_engine(engine, args.workers, env={"TRITON_INTERPRET": "1"},
+                                 **({"gpu_type": args.gpu_type} if engine == "ray" else {}))
+    except (ValueError, MissingDependency) as e:
+        raise BadUsage(str(e)) from None
+    if engine == "local" or (engine == "ray" and not os.environ.get("RAY_ADDRESS")):
         from ..doctor import gpu_present
         if not gpu_present():
             raise BadUsage("no CUDA GPU here: a sweep times each config on the GPUs of this host (--cluster ray "
-                           "for a Ray cluster's; TRITONKIT_TUNE_ON_CPU=1 runs the kernels in Triton's CPU "
-                           "interpreter)")
+                           "with RAY_ADDRESS set for a Ray cluster's; TRITONKIT_TUNE_ON_CPU=1 runs the kernels in "
+                           "Triton's CPU interpreter)")
     try:
         res = run_file(args.target[1], engine=engine, workers=args.workers, strategy=args.strategy,
                        budget=args.budget, cache=False if args.no_cache else (args.cache_dir or True),
-                       out_dir=args.out or ".")
-    except (FileNotFoundError, ValueError) as e:
+                       out_dir=args.out or ".", gpu_type=args.gpu_type)
+    except (FileNotFoundError, ValueError, MissingDependency) as e:
         raise BadUsage(str(e)) from None
     except WorkerError as e:
         console.print(f"[red]tritonkit tune sweep: {e}[/red]")

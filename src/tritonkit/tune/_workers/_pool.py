@@ -16,7 +16,7 @@ again. Workers that die before saying hello count against their slot (``max_star
 when no worker is left, every waiting caller gets :class:`WorkerError`.
 
 The engine (:class:`Engine`) is the only part that knows how workers run: local processes
-(:mod:`._local`), or (not built yet) Ray actors. Strategies, the evaluator and the cache never learn
+(:mod:`._local`), or Ray actors (:mod:`._ray`). Strategies, the evaluator and the cache never learn
 where a measurement came from.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ._protocol import Journal, KeyJob, WorkerError, WorkerSummary
 
 
 class Engine:
-    """How workers are started and talked to: one module per engine (:mod:`._local`; a Ray one later).
+    """How workers are started and talked to: one module per engine (:mod:`._local`, :mod:`._ray`).
 
     An engine starts a worker for a slot, sends it protocol messages (:mod:`._protocol`) and
     reports what its workers say as events ``(handle, message)``, plus ``(handle, ("died", why))``
@@ -48,7 +48,8 @@ class Engine:
     Attributes:
         name: the engine's name (``local``, ``ray``).
         shared_filesystem: whether workers can write the driver's cache directory (then they
-            journal their own measurements; else the driver does as results arrive).
+            journal their own measurements; else the driver does as results arrive); an engine
+            whose workers differ says so per worker (:meth:`writes_ledger`).
     """
 
     name = "engine"
@@ -76,6 +77,12 @@ class Engine:
     def close(self, handles: Sequence[Any], timeout: float) -> None:
         """Stop every worker: ask, wait up to ``timeout`` seconds, then kill."""
         raise NotImplementedError
+
+    def writes_ledger(self, handle: Any) -> bool:
+        """Whether the worker of ``handle`` journals its own measurements (it writes the driver's
+        cache directory); else the driver journals them as they arrive. Asked after its ``hello``.
+        Default: :attr:`shared_filesystem`."""
+        return self.shared_filesystem
 
 
 @dataclass
@@ -145,6 +152,7 @@ class WorkPool:
         self._closing = False
         self._failure: Optional[BaseException] = None
         self._driver_ledger: Dict[str, str] = {}
+        self._last_death = "none died"
 
     # ------------------------------------------------------------------ life
     def start(self) -> "WorkPool":
@@ -191,7 +199,8 @@ class WorkPool:
                     break
                 self._changed.wait(min(0.5, max(0.01, deadline - time.monotonic())))
         if not up:
-            raise WorkerError(f"no {self.engine.name} worker came up within {timeout:g} s")
+            raise WorkerError(f"no {self.engine.name} worker came up within {timeout:g} s (the last death: "
+                              f"{self._last_death})")
         return up
 
     def devices(self, timeout: float = 120.0) -> List[str]:
@@ -262,7 +271,8 @@ class WorkPool:
                 live = [w.handle for w in self._workers.values() if w.alive]
                 if not live:
                     self._failure = WorkerError(f"no {self.engine.name} worker is left: every slot failed to "
-                                                f"start {self.max_start_failures} times")
+                                                f"start {self.max_start_failures} times (the last: "
+                                                f"{self._last_death})")
                     self._fail_all(self._failure)
                     break
                 events = self.engine.wait(live, 0.2)
@@ -325,7 +335,7 @@ class WorkPool:
                     k.sent_to.add(w.id)
                     self._summaries[w.slot].keys += 1
                     self.engine.send(w.handle, ("key", k.id, k.job,
-                                                k.journal if self.engine.shared_filesystem else None))
+                                                k.journal if self.engine.writes_ledger(w.handle) else None))
                 w.inflight[item.id] = item
                 self.engine.send(w.handle, ("run", item.id, item.key_id, item.point))
 
@@ -381,6 +391,7 @@ class WorkPool:
 
     def _on_death(self, w: _Worker, why: str) -> None:
         w.alive = False
+        self._last_death = why
         s = self._summaries[w.slot]
         s.deaths += 1
         items = list(w.inflight.values())
@@ -421,7 +432,7 @@ class WorkPool:
     def _kept(self, w: _Worker, item: _Item) -> Optional[Trial]:
         """The measurement of ``item`` that dead worker ``w`` journaled before dying, if any."""
         k = self._keys.get(item.key_id)
-        if k is None or k.journal is None or not self.engine.shared_filesystem or "pid" not in w.info:
+        if k is None or k.journal is None or not self.engine.writes_ledger(w.handle) or "pid" not in w.info:
             return None
         path = _ledger.ledger_file(k.journal.ledger_dir, w.info["pid"], w.info.get("host"), w.info.get("start"))
         return _ledger.find(path, list(k.journal.key), item.point)

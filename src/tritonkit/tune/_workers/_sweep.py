@@ -66,11 +66,13 @@ class SweepResult:
 
 
 def make_engine(engine: Union[str, Engine] = "local", workers: Optional[int] = None, **options: Any) -> Engine:
-    """An engine by name: ``local`` (:class:`~._local.LocalEngine`: a process per GPU of this host);
-    ``ray`` (an actor per GPU of a Ray cluster) is not built yet.
+    """An engine by name: ``local`` (:class:`~._local.LocalEngine`: a process per GPU of this host)
+    or ``ray`` (:class:`~._ray.RayEngine`: an actor per GPU of a Ray cluster, ``$RAY_ADDRESS`` or
+    a local Ray); ``options`` go to the engine.
 
     Raises:
-        ValueError: an unknown engine name, or ``ray``.
+        ValueError: an unknown engine name, or options the engine rejects.
+        MissingDependency: ``ray`` without Ray installed.
     """
     if isinstance(engine, Engine):
         return engine
@@ -78,8 +80,8 @@ def make_engine(engine: Union[str, Engine] = "local", workers: Optional[int] = N
         from ._local import LocalEngine
         return LocalEngine(workers=workers, **options)
     if engine == "ray":
-        raise ValueError("the ray engine is not built yet: tune on this host's GPUs (engine local), or implement "
-                         "tritonkit.tune._workers._pool.Engine with Ray actors (one per GPU, num_gpus=1)")
+        from ._ray import RayEngine
+        return RayEngine(workers=workers, **options)
     raise ValueError(f"unknown engine {engine!r}: local (this host's GPUs) or ray (a Ray cluster)")
 
 
@@ -90,7 +92,8 @@ def sweep(kernel: str, keys: Sequence[Mapping[str, Any]], job: Callable[[Dict[st
           pool: Optional[WorkPool] = None, engine: Union[str, Engine] = "local", workers: Optional[int] = None,
           cache: Union[bool, str, TuneCache] = True, out_dir: Optional[str] = None,
           table: Optional[MoeTable] = None, distill: bool = True, progress: Optional[bool] = None,
-          concurrent_keys: Optional[int] = None, keep_ledger: bool = False) -> SweepResult:
+          concurrent_keys: Optional[int] = None, keep_ledger: bool = False,
+          gpu_type: Optional[str] = None) -> SweepResult:
     """Tune one kernel over ``keys`` on a pool of workers (see the module).
 
     Args:
@@ -107,8 +110,8 @@ def sweep(kernel: str, keys: Sequence[Mapping[str, Any]], job: Callable[[Dict[st
             default strategy with 20% of the candidates otherwise).
         pool: a started :class:`WorkPool` to use (kept open); None: one made from ``engine`` and
             ``workers``, closed at the end.
-        engine, workers: ``"local"`` (or an :class:`Engine`) and how many workers (default every
-            visible GPU).
+        engine, workers: ``"local"``, ``"ray"`` (or an :class:`Engine`) and how many workers
+            (default every GPU: of this host, or of the Ray cluster).
         cache: True (the default directory), a directory, a :class:`~tritonkit.tune.TuneCache`,
             or False (nothing journaled: a killed sweep starts over).
         out_dir: where the tables, the distilled modules and the results go (None: nothing written
@@ -119,12 +122,17 @@ def sweep(kernel: str, keys: Sequence[Mapping[str, Any]], job: Callable[[Dict[st
         progress: a progress bar on stderr (default: when stderr is a terminal).
         concurrent_keys: keys tuned at once (default: twice the workers).
         keep_ledger: keep the merged ledger files (as ``*.merged``: one line per measurement).
+        gpu_type: tune only on workers whose device name holds this (``"H100"``; case, spaces and
+            dashes aside); with ``engine="ray"`` actors are also placed only on nodes of that Ray
+            accelerator type. None: every device the workers have, each tuned separately.
 
     Returns:
         :class:`SweepResult`.
 
     Raises:
-        ValueError: no keys, keys with different names, an unknown strategy or engine.
+        ValueError: no keys, keys with different names, an unknown strategy or engine, or no
+            worker with a ``gpu_type`` device.
+        MissingDependency: ``engine="ray"`` without Ray installed.
         WorkerError: no worker came up, or a worker's runner raised (a bug in the workload, a
             reference that does not fit).
         TuneCacheError: the cache cannot be used.
@@ -142,9 +150,12 @@ def sweep(kernel: str, keys: Sequence[Mapping[str, Any]], job: Callable[[Dict[st
     if tcache is not None:
         _ledger.merge(tcache, keep=keep_ledger)
     own = pool is None
-    pool = pool or WorkPool(make_engine(engine, workers)).start()
+    pool = pool or WorkPool(make_engine(engine, workers, **({"gpu_type": gpu_type} if engine == "ray" else {}))).start()
     try:
-        devices = pool.devices()
+        every = pool.devices()
+        devices = [d for d in every if gpu_type is None or _squash(gpu_type) in _squash(str(d))]
+        if not devices:
+            raise ValueError(f"no worker has a {gpu_type} GPU; the workers have: {', '.join(map(str, every))}")
         plans = [(d, k) for d in devices for k in keys]
         name = strategy or ("exhaustive" if budget is None else DEFAULT_STRATEGY)
         get_strategy(name)  # an unknown name fails now, not in a thread
@@ -160,7 +171,7 @@ def sweep(kernel: str, keys: Sequence[Mapping[str, Any]], job: Callable[[Dict[st
             bar.add(min(len(cands), b.evaluations or len(cands)))
             kid = KernelId(kernel, source_hash, version, device)
             key_s = key_strings(key)
-            runner = pool.runner(job(dict(key)), tcache, kid, key_s, device=device if len(devices) > 1 else None)
+            runner = pool.runner(job(dict(key)), tcache, kid, key_s, device=device if len(every) > 1 else None)
             ev = Evaluator(cands, runner, b, lookup=(lambda p: tcache.lookup(kid, key_s, p)) if tcache else None,
                            on_trial=bar.update)
             try:
@@ -238,6 +249,12 @@ def _distill(out: SweepResult, out_dir: str, device: str, safe: str, results: Li
     path = os.path.join(out_dir, f"{out.kernel}_heuristics_{safe}.py")
     atomic_write_text(path, d.source)
     out.files.append(path)
+
+
+def _squash(name: str) -> str:
+    """A device or GPU type's name compared loosely: lower case, letters and digits only
+    (Ray's ``RTX-PRO-6000`` is in NVML's ``NVIDIA RTX PRO 6000 Blackwell``)."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
 def _cache(cache: Union[bool, str, TuneCache]) -> Optional[TuneCache]:
