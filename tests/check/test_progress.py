@@ -66,7 +66,8 @@ def test_a_run_killed_in_the_middle_of_a_launch_reports_the_programs_it_checked(
         print("SCRIPT-DONE")
     """))
     report = tmp_path / "report.json"
-    env = dict(os.environ, **{progress.ENV: "0.2"})
+    # wide enough for the summary's line on one line (pytest-xdist's workers have COLUMNS=80)
+    env = dict(os.environ, COLUMNS="200", **{progress.ENV: "0.2"})
     proc = subprocess.run([sys.executable, "-m", "tritonkit", "check", "--engine", "sequential", "--json", str(report),
                            "--", sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert "SCRIPT-DONE" not in proc.stdout
@@ -75,4 +76,4 @@ def test_a_run_killed_in_the_middle_of_a_launch_reports_the_programs_it_checked(
     assert u["kernel"] == "slow_kernel" and u["grid"] == [100000, 1, 1]
     assert 0 < u["programs"] < 100000 and u["seconds"] > 0
     assert re.search(r"unfinished: slow_kernel \(grid 100000x1x1\): the process ended in the middle of this launch; "
-                     r"[\d,]+ of 100,000 programs checked", proc.stdout.replace("\n", " ")), proc.stdout[-3000:]
+                     r"[\d,]+ of 100,000 programs checked", " ".join(proc.stdout.split())), proc.stdout[-3000:]

@@ -59,7 +59,7 @@ def pytest_addoption(parser) -> None:
                      "interpreter)")
     g.addoption("--tritonkit-stall-polls", type=int, metavar="N", default=None,
                 help="with --tritonkit: stop a program that polls one address N times while nothing writes "
-                     "(default 100000, 0 never)")
+                     "and no other program can run (default 100000, 0 never)")
     g.addoption("--tritonkit-batch-memory", type=int, metavar="MB", default=None,
                 help="with --tritonkit: the most memory one value of a batch of programs may take, in MiB (default 4)")
 
