@@ -216,3 +216,26 @@ def test_an_interrupted_run_says_so(tmp_path):
     data = json.loads((tmp_path / "rel.json").read_text())
     assert data["summary"]["interrupted"] is True and len(data["findings"]) == 2
     assert "interrupted" in out and "tritonkit check: interrupted" in err
+
+
+def test_stop_on_first_in_a_child_says_so_in_one_line_not_a_traceback(tmp_path):
+    script = _write(tmp_path, SCRIPTS["subprocess"])
+    proc, report = _check(tmp_path, script, "--stop-on-first")
+    assert proc.returncode == 1 and report["findings"]
+    assert "checking stopped this process" in proc.stderr
+    assert "Traceback" not in proc.stderr and "tritonkit/check" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_fork_of_the_program_is_labelled_with_the_programs_own_command(tmp_path):
+    script = _write(tmp_path, '''
+        pid = os.fork()
+        if pid == 0:
+            oob.launch()
+            os._exit(0)
+        os.waitpid(pid, 0)
+    ''')
+    proc, report = _check(tmp_path, script)
+    forked = [f for f in report["findings"] if f.get("process")]
+    assert forked, proc.stdout[-2000:]
+    argv = forked[0]["process"]["argv"]
+    assert argv[-1] == str(script) and not any("tritonkit" in a for a in argv), argv

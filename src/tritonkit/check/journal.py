@@ -213,11 +213,14 @@ class Journal:
 
 def command_line() -> List[str]:
     """This process's command line as it was started (``/proc/self/cmdline`` where there is one: with
-    ``python -c CODE`` whole), else the interpreter and ``sys.argv``."""
+    ``python -c CODE`` whole), else the interpreter and ``sys.argv``. In the process ``tritonkit
+    check`` runs the program in (``python -m tritonkit.cli._child ...``), and in a fork of it, the
+    program's own command: the interpreter and ``sys.argv`` as the program sees it, not tritonkit's
+    internal command line and options."""
     try:
         with open("/proc/self/cmdline", "rb") as fh:
             words = [w.decode("utf-8", errors="replace") for w in fh.read().split(b"\0") if w]
-        if words:
+        if words and not (len(words) >= 3 and words[1:3] == ["-m", "tritonkit.cli._child"]):
             return words
     except OSError:
         pass

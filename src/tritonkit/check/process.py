@@ -457,6 +457,7 @@ def start_child() -> None:
     install(run_dir, options)
     context = checking(journal=journal, **options.session_kwargs(child=True))
     session = context.__enter__()
+    _quiet_stop()
 
     def finish() -> None:
         try:
@@ -466,6 +467,21 @@ def start_child() -> None:
         if session.journal is not None:  # this process's own (a fork has its own since the fork)
             session.journal.exit(0, False)
     atexit.register(finish)
+
+
+def _quiet_stop() -> None:
+    """In a checked child process: where checking stops it (``--stop-on-first``, a launch that could not
+    finish), say so in one line instead of a traceback through tritonkit's own frames (the finding is in
+    the report); any other uncaught exception is shown as before."""
+    from .errors import CheckAborted
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        if isinstance(value, CheckAborted):
+            print(f"tritonkit: checking stopped this process: {value} (see the report)", file=sys.stderr)
+            return
+        previous(kind, value, tb)
+    sys.excepthook = hook
 
 
 def _after_fork_in_child() -> None:
