@@ -71,9 +71,16 @@ def _start(tmp_path, script, *options, **env):
     cmd = [sys.executable, "-m", "tritonkit", "check", *options, "--json", "rel.json", "--", "python", str(script)]
     err = open(tmp_path / "stderr.txt", "w")
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=err, text=True,
-                            start_new_session=True, env=_env(tmp_path, **env))
+                            start_new_session=True, env=_env(tmp_path, **env), preexec_fn=_as_from_a_terminal)
     err.close()
     return proc
+
+
+def _as_from_a_terminal() -> None:
+    """tritonkit as a shell starts it in the foreground: SIGINT at its default. A test run started as a
+    background job (``cmd &`` in a script, as a CI runner may) has SIGINT ignored, and a process that
+    starts with it ignored keeps it so, by convention: tritonkit too."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _until(proc, word, timeout=120):
