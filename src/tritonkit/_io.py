@@ -147,6 +147,12 @@ def python_source(path: str) -> bool:
         return True
     if not os.path.isfile(path):
         return False  # a device or a FIFO: reading it would consume or block
+    return python_shebang(path)
+
+
+def python_shebang(path: str) -> bool:
+    """Whether the file at ``path`` starts with a ``#!`` line that names ``python`` (an executable
+    Python script). Nothing is raised: an unreadable file is not one."""
     try:
         with open(path, "rb") as fh:
             first = fh.readline(256)

@@ -214,12 +214,8 @@ def is_python(program: str) -> bool:
     if real == os.path.realpath(sys.executable) or _PYTHON.match(os.path.basename(path)) \
             or _PYTHON.match(os.path.basename(real)):
         return True
-    try:
-        with open(real, "rb") as fh:
-            first = fh.readline(256)
-    except OSError:
-        return False
-    return first.startswith(b"#!") and b"python" in first
+    from .._io import python_shebang
+    return python_shebang(real)
 
 
 def _checked_popen_init(self, *args, **kw):
