@@ -275,3 +275,30 @@ def test_lanes_moved_by_shape_operations_keep_their_taints(engine, how, indices,
     else:
         (f,) = found
         assert (f.kind, f.line, f.count) == ("undefined_value", line_of(rearranged, "store"), bad)
+
+
+@triton.jit
+def masked_scalar_loads(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    v = tl.load(x_ptr + pid, mask=pid < n, other=0)  # a scalar: Triton's interpreter asks `if other`
+    offs = pid + tl.arange(0, BLOCK)
+    w = tl.load(x_ptr + offs, mask=offs < n, other=0)  # a block of one element, the same
+    z = tl.load(x_ptr + pid, mask=pid < n)  # LINE: no_other
+    tl.store(out_ptr + pid, v)
+    tl.store(out_ptr + 8 + offs, w)
+    tl.store(out_ptr + 16 + pid, z)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_other_zero_of_a_one_element_masked_load_is_kept(engine, line_of):
+    """``other=0`` on a scalar (or one-element) masked load fills its masked-off lane with 0, as
+    compiled code does; Triton's front end tests ``if other``, which the interpreter answered with
+    the value (0: false) and dropped it, a false ``undefined_value``. A load with no ``other=`` is
+    still reported, for the programs whose lane is masked off."""
+    x = torch.ones(4)
+    out = torch.full((24,), 5.0)
+    (f,) = _findings(engine, lambda: masked_scalar_loads[(8,)](x, out, 4, BLOCK=1))
+    assert f.kind == "undefined_value"
+    assert f"test_observable.py:{line_of(masked_scalar_loads, 'no_other')}" in f.message
+    assert sorted(p[0] for p in f.program_ids) == [4, 5, 6, 7]
+    assert out[:16].tolist() == [1.0] * 4 + [0.0] * 4 + [1.0] * 4 + [0.0] * 4

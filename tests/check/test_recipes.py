@@ -228,8 +228,7 @@ def _loads_with_other(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def test_masked_loads_with_other_and_stores_are_replayed(fresh_recipes, monkeypatch):
-    """``tl.load(..., other=c)``: Triton's front end asks ``if other`` of the tensor it makes of ``c``,
-    a read of data the key fixes, so the load is replayed, each ``c`` from its own recipe."""
+    """``tl.load(..., other=c)`` and masked stores are replayed, each ``c`` from its own recipe."""
     from triton.language import semantic
     loads = []  # front-end runs of loads and stores (Triton 3.6 hands its builder pybind11 enums)
     for name in ("load", "store"):

@@ -168,6 +168,9 @@ def _patch(scope) -> None:
         scope.set_attr(lang.tensor, "T", property(batched_ops.tensor_transpose))
         # np.asarray(x) of a kernel tensor is its values (in pdb, in device-side debugging)
         scope.set_attr(lang.tensor, "__array__", _tensor_array)
+    sem = _interp.interpreter_semantic  # one object for the process; each scope sets its builder
+    for name in ("load", "store"):
+        scope.set_attr(sem, name, batched_ops.front_end_call(sem, name))
     _patch_builtins(tl.core.tensor_descriptor_base, scope)
     cuda_libdevice = _cuda_libdevice()
     if cuda_libdevice is not None:  # called directly: tl.extra.cuda.libdevice.tanh(x)

@@ -196,12 +196,36 @@ def _uniform(self):
     raise Divergence(col.copy())
 
 
+#: how deep the running code is in Triton's front end for a load or store (:func:`front_end_call`)
+_IN_FRONT_END = [0]
+
+
+def front_end_call(sem, name: str):
+    """The method ``name`` (``load`` or ``store``) of ``sem`` (the interpreter's semantic), looked
+    up on its class at each call, made to run with every kernel tensor true, as Triton's compiler has it: its ``if other`` and ``if mask`` test a value's
+    presence, and a compiled ``tl.tensor`` has no ``__bool__``. Triton's interpreter gives a tensor
+    of one element the truth of its value, so ``tl.load(p, mask=m, other=0)`` of a scalar (or of a
+    one-element block) lost its ``other=0`` there and loaded undefined lanes the GPU fills with 0,
+    and a scalar mask that differs between a batch's programs split the batch."""
+    def call(*args, **kwargs):
+        _IN_FRONT_END[0] += 1
+        try:
+            return getattr(type(sem), name)(sem, *args, **kwargs)
+        finally:
+            _IN_FRONT_END[0] -= 1
+    call.__name__ = name
+    return call
+
+
 def tensor_bool(self) -> bool:
-    """``tl.tensor.__bool__`` under the batched engine (``if``/``while`` on a kernel value).
+    """``tl.tensor.__bool__`` under the batched engine (``if``/``while`` on a kernel value); true
+    inside Triton's front end for a load or store (:func:`front_end_call`).
 
     Raises:
         Divergence: a batched scalar whose value differs between the batch's programs.
     """
+    if _IN_FRONT_END[0]:
+        return True
     read_data(self.handle)
     if self.handle.tainted:
         _taint.observe_tensor(self, "branch condition")

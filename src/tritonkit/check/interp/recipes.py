@@ -25,9 +25,7 @@ A call is recorded only where that reasoning holds; otherwise the front end runs
   builder a handle that was neither an argument's nor a builder result of this call, returned one,
   returned anything but tensors, tuples of them, constants or ``None``, or read a value's data
   (``bool``/``int`` of a tensor: :func:`read_data`) other than a value it made from the call's
-  constants alone (Triton's ``tl.load`` asks ``if other`` of the tensor it makes of ``other=0.0``:
-  a read the key fixes, so such loads are replayed: Liger's RMSNorm on the CPU machine, 6.1-6.6 ->
-  5.4-5.7 ms a launch);
+  constants alone (a value the call's key fixes);
 * only :class:`~tritonkit.check.interp.batched.BatchedBuilder` replays (its class sets
   ``replays``); the sequential engine, tritonkit's oracle in the differential tests, always runs
   Triton's front end.
@@ -273,8 +271,9 @@ _RECORDING: List[_Recorder] = []
 def read_data(handle=None) -> None:
     """Called where a kernel value's data is read as a Python value (``bool``/``int`` of a tensor,
     ``handle`` its handle): a call being recorded then depends on data, and is not replayed, unless
-    the value is one the call made from its constant arguments alone (Triton's ``tl.load`` asks
-    ``if other`` of the tensor it made of ``other=0.0``), whose data the call's key fixes."""
+    the value is one the call made from its constant arguments alone, whose data the call's key
+    fixes. (Triton's front end asks ``if other``/``if mask`` in ``tl.load`` and ``tl.store``, which
+    are true there: :func:`~tritonkit.check.interp.batched_ops.front_end_call`.)"""
     if _RECORDING:
         rec = _RECORDING[-1]
         slot = rec.slots.get(id(handle)) if handle is not None else None
