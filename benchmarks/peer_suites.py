@@ -1,5 +1,6 @@
-"""Liger-Kernel's own test suite, plainly and under ``pytest --tritonkit``: is tritonkit faithful on a
-real project's tests, and what does it find there?
+"""Real projects' own test suites, plainly and under ``pytest --tritonkit``: is tritonkit faithful on a
+real project's tests, and what does it find there? Two suites (``--suite``): Liger-Kernel's (the
+default) and flash-linear-attention's (``--suite fla``).
 
 Liger-Kernel 0.8.5's tests come from its source distribution on the package index (downloaded once
 with ``pip download --no-binary :all: --no-deps liger-kernel==0.8.5`` into the cache directory,
@@ -21,12 +22,19 @@ run second in the same Triton cache finds the first way's kernels compiled. ``--
 gives each way a Triton cache and a tritonkit cache of its own under ``DIR/plain`` and
 ``DIR/tritonkit`` (empty the first time: a first run is cold both ways, a second warm both ways).
 
-The suite needs Liger-Kernel itself (``tritonkit[test]`` installs 0.8.5) and ``transformers`` (its
+flash-linear-attention's tests are not in its sdist: ``--suite fla --src DIR`` runs them from a
+checkout of https://github.com/fla-org/flash-linear-attention (``DIR/tests``; the checkout's ``fla``
+package is imported from ``DIR``, which pytest puts first on the path from its ``pyproject.toml``).
+Its kernels build ``tl.make_block_ptr``, which Triton removed after 3.6: run it under Triton <= 3.6.
+Its test files are named from ``DIR/tests`` (``--files ops/utils/test_cumsum.py,...``); it needs
+``einops`` (and ``transformers`` for its module and model tests, which the default files avoid).
+
+The Liger suite needs Liger-Kernel itself (``tritonkit[test]`` installs 0.8.5) and ``transformers`` (its
 tests compare against Hugging Face's modules).
 
 Usage::
 
-    python benchmarks/peer_suites.py [--files test_geglu.py,test_swiglu.py] [--timeout S]
+    python benchmarks/peer_suites.py [--suite liger|fla] [--src DIR] [--files test_geglu.py,test_swiglu.py] [--timeout S]
         [--sdist liger_kernel-0.8.5.tar.gz] [--cache DIR] [--json results.json] [-k EXPR] [--workers N]
         [--plain-workers N] [--only plain|tritonkit] [--compile-caches DIR] [--tritonkit-args=ARGS]
 
@@ -57,6 +65,13 @@ SDIST = f"liger_kernel-{VERSION}"
 #: whose 2x4096x32000 float32 tests show whether memory grows from test to test
 DEFAULT_FILES = ("test_geglu.py", "test_swiglu.py", "test_layer_norm.py", "test_rms_norm.py",
                  "test_cross_entropy.py")
+#: flash-linear-attention's default test files (under its checkout's ``tests``): kernels over block
+#: pointers (cumulative sums, triangular solves, pooling, chunked linear attention) and a row norm,
+#: at the sizes its tests give
+FLA_DEFAULT_FILES = ("ops/utils/test_cumsum.py", "ops/utils/test_pooling.py", "modules/test_l2norm.py",
+                     "ops/test_solve_tril.py", "ops/test_simple_gla.py", "ops/test_delta.py", "ops/test_gla.py")
+#: per suite: the test directory under its root, and its default files
+SUITES = {"liger": ("test/transformers", DEFAULT_FILES), "fla": ("tests", FLA_DEFAULT_FILES)}
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -134,7 +149,8 @@ def log_outcomes(path: str) -> Dict[str, str]:
 
 
 def run_pytest(root: str, test_file: str, tritonkit: bool, gpu: bool, timeout: float, keyword: Optional[str],
-               work: str, workers: int = 0, caches: Optional[str] = None, extra: Optional[List[str]] = None) -> dict:
+               work: str, workers: int = 0, caches: Optional[str] = None, extra: Optional[List[str]] = None,
+               test_dir: str = SUITES["liger"][0]) -> dict:
     """One pytest process on ``test_file``: its outcomes, seconds, peak RSS and (with ``tritonkit``)
     the ``--tritonkit-json`` data; ``caches``: a directory under which this way keeps its own Triton
     and tritonkit caches (None: the environment's); ``extra``: more pytest options for the tritonkit run."""
@@ -144,7 +160,7 @@ def run_pytest(root: str, test_file: str, tritonkit: bool, gpu: bool, timeout: f
     with open(os.path.join(work, "_peer_outcomes.py"), "w") as fh:
         fh.write(OUTCOMES_PLUGIN)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_peer_outcomes",
-           os.path.join("test", "transformers", test_file)]
+           os.path.join(test_dir, test_file)]
     if keyword:
         cmd += ["-k", keyword]
     if workers:
@@ -225,6 +241,7 @@ def machine() -> dict:
     return {"device": torch.cuda.get_device_name() if gpu else f"CPU: {cpu_model()} ({os.cpu_count()} threads)",
             "gpu": gpu, "python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
             "liger_kernel": _version("liger_kernel"), "transformers": _version("transformers"),
+            "einops": _version("einops"),
             "tritonkit": _version("tritonkit"), "date": time.strftime("%Y-%m-%d")}
 
 
@@ -238,8 +255,13 @@ def _version(dist: str) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--files", default=",".join(DEFAULT_FILES),
-                   help="test files of test/transformers, comma-separated, or 'all' (default: %(default)s)")
+    p.add_argument("--suite", choices=sorted(SUITES), default="liger",
+                   help="Liger-Kernel's tests (from its sdist) or flash-linear-attention's (from --src)")
+    p.add_argument("--src", metavar="DIR",
+                   help="the suite's source tree (for fla: a checkout of flash-linear-attention, required)")
+    p.add_argument("--files",
+                   help="test files under the suite's test directory, comma-separated, or 'all' (default: "
+                        f"liger {','.join(DEFAULT_FILES)}; fla {','.join(FLA_DEFAULT_FILES)})")
     p.add_argument("-k", dest="keyword", help="pytest -k expression for every file")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per pytest run (default 3600)")
     p.add_argument("--cache", default=os.path.join(HERE, ".peer-cache"), help="where the sdist is kept")
@@ -261,13 +283,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = p.parse_args(argv)
     caches = os.path.abspath(args.compile_caches) if args.compile_caches else None
 
+    test_dir, default_files = SUITES[args.suite]
+    if args.src:
+        root = os.path.abspath(args.src)
+    elif args.suite == "fla":
+        p.error("--suite fla needs --src DIR, a checkout of https://github.com/fla-org/flash-linear-attention "
+                "(its tests are not in its sdist)")
+    else:
+        root = sdist_root(os.path.abspath(args.cache), args.sdist)
+    if not os.path.isdir(os.path.join(root, test_dir)):
+        p.error(f"{root} has no {test_dir} directory: give --src the root of the suite's source tree")
+    tests = os.path.join(root, test_dir)
+    files = sorted(os.path.relpath(f, tests) for f in glob.glob(os.path.join(tests, "**", "test_*.py"), recursive=True)) \
+        if args.files == "all" else [f.strip() for f in (args.files or ",".join(default_files)).split(",") if f.strip()]
     import torch
-    root = sdist_root(os.path.abspath(args.cache), args.sdist)
-    files = sorted(os.path.basename(f) for f in glob.glob(os.path.join(root, "test", "transformers", "test_*.py"))) \
-        if args.files == "all" else [f.strip() for f in args.files.split(",") if f.strip()]
     gpu = torch.cuda.is_available()
     info = machine()
-    print(f"# {PACKAGE} {VERSION} tests, plain ({'native' if gpu else 'TRITON_INTERPRET=1'}) and under "
+    suite = f"{PACKAGE} {VERSION}" if args.suite == "liger" else f"flash-linear-attention ({root})"
+    print(f"# {suite} tests, plain ({'native' if gpu else 'TRITON_INTERPRET=1'}) and under "
           f"pytest --tritonkit; {info}", flush=True)
     results: Dict[str, dict] = {}
     head = f"{'file':28} {'plain p/f/s':>12} {'s':>7} {'GiB':>5}  {'tritonkit p/f/s':>15} {'s':>7} {'GiB':>5}  " \
@@ -277,7 +310,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         with tempfile.TemporaryDirectory() as work:
             res = {way: run_pytest(root, name, way == "tritonkit", gpu, args.timeout, args.keyword, work,
                                    args.workers if way == "tritonkit" else args.plain_workers, caches,
-                                   args.tritonkit_args.split())
+                                   args.tritonkit_args.split(), test_dir)
                    for way in ("plain", "tritonkit") if args.only in (None, way)}
         plain, tk = res.get("plain"), res.get("tritonkit")
         found = []
@@ -302,7 +335,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"    passes plainly, not under tritonkit: {t}", flush=True)
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({"machine": info, "compile_caches": caches, "tritonkit_args": args.tritonkit_args,
+                json.dump({"machine": info, "suite": args.suite, "compile_caches": caches, "tritonkit_args": args.tritonkit_args,
                            "files": results}, fh, indent=1)
     print("\n# findings")
     for name, r in results.items():
