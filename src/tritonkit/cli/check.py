@@ -15,7 +15,7 @@ tritonkit (passed on to the script; the report has what was checked until then a
 interrupted (Ctrl-C, or SIGINT sent to tritonkit); 2 a launch could not be checked as given (a usage
 error) or tritonkit failed, the findings made before still reported; 2 the ``--json`` FILE could not
 be written and there are no findings; 1 findings (a kernel that could not run, or timed out, is a
-finding); 3 the script raised, exited with another status or was killed (said on stderr); 0. A
+finding; with ``--baseline FILE`` only findings not in it, with ``--update-baseline`` none); 3 the script raised, exited with another status or was killed (said on stderr); 0. A
 ``--json`` FILE that cannot be written is refused before the script runs (status 2); one whose write
 fails after the run (a full disk) is said on stderr. The JSON is written before the report is
 printed.
@@ -50,6 +50,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                    "data races between programs, reads of uninitialized memory, integer overflow in "
                                    "addresses, failed asserts and (with --nan) where NaN/Inf values are made.")
     c.add_argument("--json", metavar="FILE", help="also write the findings as JSON to FILE")
+    c.add_argument("--sarif", metavar="FILE",
+                   help="also write the findings as SARIF 2.1.0 to FILE (GitHub code scanning, other CI viewers)")
+    c.add_argument("--baseline", metavar="FILE",
+                   help="findings that match one in FILE (a file of --update-baseline or --json: same kind, kernel, "
+                        "file, line and argument) are reported as known and do not change the exit status; "
+                        "new ones do")
+    c.add_argument("--update-baseline", metavar="FILE",
+                   help="write this run's findings to FILE as the baseline to accept (they then do not change "
+                        "this run's exit status)")
     c.add_argument("--stop-on-first", action="store_true", help="stop the script at the first finding")
     c.add_argument("--pdb", action="store_true",
                    help="open pdb at the first finding, in the kernel at the offending line, in the offending "
@@ -174,8 +183,9 @@ def run(args) -> int:
     json_path = os.path.abspath(args.json) if args.json else None  # before the script can chdir
     if json_path:
         writable_path(json_path, "--json", target)
+    outputs = _Outputs.from_args(args, target)
     if args.gpu is not None:
-        return _run_gpu(args, target, json_path)
+        return _run_gpu(args, target, json_path, outputs)
     options = _options(args)
 
     from ..check.journal import RUN_DIR_ENV, read_run
@@ -191,7 +201,7 @@ def run(args) -> int:
             if sup.terminated:
                 sup.kill_group()
             runs = read_run(run_dir)
-            return _report(sup, code, runs, left, run_dir, target, json_path)
+            return _report(sup, code, runs, left, run_dir, target, json_path, outputs)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -222,7 +232,86 @@ def _wait_for_children(sup, run_dir: str) -> list:
     return running()
 
 
-def _report(sup, code: int, runs, left, run_dir: str, target, json_path: Optional[str]) -> int:
+class _Outputs:
+    """What ``--sarif``, ``--baseline`` and ``--update-baseline`` ask of the report (paths absolute,
+    taken before the script can ``chdir``; sources relative to the directory tritonkit runs in)."""
+
+    def __init__(self, sarif: Optional[str] = None, baseline=None, update: Optional[str] = None,
+                 command: Optional[List[str]] = None):
+        self.sarif, self.baseline, self.update, self.command = sarif, baseline, update, command
+        self.root = os.getcwd()
+
+    @classmethod
+    def from_args(cls, args, target) -> "_Outputs":
+        """Raises:
+            BadUsage: a baseline that cannot be read, an output that cannot be written, the same
+                file for two outputs.
+        """
+        from ..check.baseline import Baseline, BaselineError
+        sarif = os.path.abspath(args.sarif) if args.sarif else None
+        update = os.path.abspath(args.update_baseline) if args.update_baseline else None
+        json_path = os.path.abspath(args.json) if args.json else None
+        given = [p for p in (json_path, sarif, update) if p]
+        if len(set(given)) != len(given):
+            raise BadUsage("--json, --sarif and --update-baseline name the same file: give each its own")
+        baseline = None
+        if args.baseline:
+            try:
+                baseline = Baseline.load(args.baseline)
+            except BaselineError as e:
+                raise BadUsage(f"--baseline {e}") from None
+        for path, option in ((sarif, "--sarif"), (update, "--update-baseline")):
+            if path:
+                writable_path(path, option, target, inputs=[os.path.abspath(args.baseline)] if args.baseline
+                              and os.path.abspath(args.baseline) != update else ())
+        return cls(sarif, baseline, update, list(target.argv))
+
+    def annotate(self, data: dict) -> dict:
+        """The report's JSON with each finding's ``baseline`` (``"new"``/``"known"``) and the
+        summary's ``baseline`` counts, when a baseline was given."""
+        if self.baseline is None:
+            return data
+        known = 0
+        for f in data.get("findings", []):
+            f["baseline"] = "known" if self.baseline.known(f) else "new"
+            known += f["baseline"] == "known"
+        data.setdefault("summary", {})["baseline"] = {"file": self.baseline.path, "known": known,
+                                                      "new": len(data.get("findings", [])) - known}
+        return data
+
+    def new_findings(self, findings: list) -> list:
+        """The findings that change the exit status: those not in the baseline (none with
+        ``--update-baseline``, which accepts them all)."""
+        if self.update:
+            return []
+        return self.baseline.split(findings)[0] if self.baseline is not None else list(findings)
+
+    def write(self, findings: list) -> bool:
+        """Write the SARIF file and the new baseline; False (said on stderr) where one could not be."""
+        from ..report.terminal import safe
+        ok = True
+        if self.sarif:
+            from ..report.sarif import write_sarif
+            try:
+                write_sarif(self.sarif, findings, self.root, self.baseline, self.command)
+            except OSError as e:
+                print(f"tritonkit check: error: cannot write {safe(self.sarif)}: {safe(e)}", file=sys.stderr)
+                ok = False
+        if self.update:
+            from ..check.baseline import write_baseline
+            try:
+                n = write_baseline(self.update, findings, self.root)
+            except OSError as e:
+                print(f"tritonkit check: error: cannot write {safe(self.update)}: {safe(e)}", file=sys.stderr)
+                ok = False
+            else:
+                print(f"tritonkit check: wrote a baseline of {n} finding{'s' if n != 1 else ''} to {safe(self.update)}",
+                      file=sys.stderr)
+        return ok
+
+
+def _report(sup, code: int, runs, left, run_dir: str, target, json_path: Optional[str],
+            outputs: Optional[_Outputs] = None) -> int:
     """Build the report from the journals ``runs``, write its JSON and print it; the exit status
     (the precedence is the module's)."""
     from ..check.journal import merge
@@ -264,7 +353,8 @@ def _report(sup, code: int, runs, left, run_dir: str, target, json_path: Optiona
         notes.append("the file system of the run's temporary directory is full: journals may have lost findings")
     report.summary["terminated"] = _signal_name(terminated) if terminated else None
     report.summary["error"] = error
-    written = _show(report, json_path)
+    outputs = outputs or _Outputs()
+    written = _show(report, json_path, outputs)
     sup.settle()  # signals that came while the report was made
     if sup.terminated:
         print(f"tritonkit check: terminated ({_signal_name(sup.terminated)})", file=sys.stderr)
@@ -274,9 +364,10 @@ def _report(sup, code: int, runs, left, run_dir: str, target, json_path: Optiona
         return _status.INTERRUPTED
     if error is not None:
         return _status.USAGE
-    if not written and not report.findings:
+    new = outputs.new_findings(report.findings)
+    if not written and not new:
         return _status.USAGE  # with findings, their status: the error above says the file is missing
-    if report.findings:
+    if new:
         return _status.FINDINGS
     return _status.SCRIPT_FAILED if failed else _status.OK
 
@@ -295,7 +386,7 @@ _CPU_ONLY = ("--stop-on-first", "--pdb", "--timeout", "--nan", "--checks", "--no
              "--stall-polls", "--access-maps", "--no-children")
 
 
-def _run_gpu(args, target, json_path: Optional[str]) -> int:
+def _run_gpu(args, target, json_path: Optional[str], outputs: Optional[_Outputs] = None) -> int:
     """``tritonkit check --gpu[=MODE]``: the script on the GPU (see :mod:`tritonkit.check.gpu`):
     instrumented kernels (``--gpu``), or under compute-sanitizer (``--gpu=sanitizer``).
 
@@ -319,9 +410,11 @@ def _run_gpu(args, target, json_path: Optional[str]) -> int:
         except sanitizer.SanitizerUnavailable as e:
             raise BadUsage(str(e)) from None
         report, code, _ = sanitizer.report(target, tool)
-    if not _show(report, json_path) and not report.findings:
+    outputs = outputs or _Outputs()
+    new = outputs.new_findings(report.findings)
+    if not _show(report, json_path, outputs) and not new:
         return _status.USAGE
-    if report.findings:
+    if new:
         return _status.FINDINGS
     if code != 0:
         print(f"tritonkit check: the script ended with status {code}", file=sys.stderr)
@@ -339,22 +432,37 @@ def _gpu_here(sanitizer) -> bool:
     return bool(visible)
 
 
-def _show(report, json_path: Optional[str]) -> bool:
-    """Write the report's JSON to ``json_path`` (None: none), then print the report to the terminal:
-    the file is written first, so a reader that closes stdout early (``| head -1``) loses nothing
-    (a closed stdout ends the printing quietly: :func:`~tritonkit.cli._console.make_console`).
-    False (said on stderr) when the JSON cannot be written; the report is printed all the same."""
+def _show(report, json_path: Optional[str], outputs: Optional[_Outputs] = None) -> bool:
+    """Write the report's JSON to ``json_path`` (None: none), its SARIF and baseline (``outputs``),
+    then print the report to the terminal (with a baseline, its new findings, and a line for the
+    known ones): the files are written first, so a reader that closes stdout early (``| head -1``)
+    loses nothing (a closed stdout ends the printing quietly:
+    :func:`~tritonkit.cli._console.make_console`). False (said on stderr) when a file cannot be
+    written; the report is printed all the same."""
+    import dataclasses
+
     from ..check.findings import write_json
     from ..report import print_report
     from ..report.terminal import safe
+    outputs = outputs or _Outputs()
     written = True
     if json_path:
         try:
-            write_json(json_path, report.to_dict())
+            write_json(json_path, outputs.annotate(report.to_dict()))
         except OSError as e:
             print(f"tritonkit check: error: cannot write {safe(json_path)}: {safe(e)}", file=sys.stderr)
             written = False
-    print_report(report, make_console())
+    written = outputs.write(report.findings) and written
+    console = make_console()
+    if outputs.baseline is None:
+        print_report(report, console)
+        return written
+    new, known = outputs.baseline.split(report.findings)
+    print_report(dataclasses.replace(report, findings=new), console)
+    if known:
+        console.print(f"{len(known)} of the findings {'are' if len(known) != 1 else 'is'} known (in the baseline "
+                      f"{safe(outputs.baseline.path)}): not shown, and {'they do' if len(known) != 1 else 'it does'} "
+                      "not change the exit status", markup=False, highlight=False)
     return written
 
 
