@@ -17,10 +17,11 @@ from .results import CheckReport, KernelSummary, LaunchRecord, kernel_summaries,
 __all__ = ["CheckSession", "checking", "check_launch", "active_session", "ENGINES"]
 
 ENGINES = ("auto", "sequential")
-#: polls of one address with no write in between after which a program counts as stalled: a spin
-#: on a flag ends at once when the flag is already set, and a real kernel's loop reads new addresses
-#: or writes; at ~20-50 us a poll one at a time, about 2-5 s before the launch is stopped
-DEFAULT_STALL_POLLS = 100_000
+#: polls of one address with no write in between, while no other program can run, after which a
+#: program counts as stalled: nothing can change what it polls then, so the count is only a margin.
+#: A spin on ``tl.atomic_add(flag, 0)`` polls about every 0.5 ms (measured on the 2-core CPU machine,
+#: 2026-11-29: 100,000 polls took 51 s), so a hang is reported after about 5 s
+DEFAULT_STALL_POLLS = 10_000
 #: where a launch's tensors get their results from (see :class:`CheckSession`'s ``outputs``)
 OUTPUTS = ("checked", "gpu")
 

@@ -7,6 +7,8 @@ batch (:func:`tensor_bool`, :func:`tensor_index`), or raise :class:`~tritonkit.c
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _interp
@@ -196,8 +198,14 @@ def _uniform(self):
     raise Divergence(col.copy())
 
 
-#: how deep the running code is in Triton's front end for a load or store (:func:`front_end_call`)
-_IN_FRONT_END = [0]
+class _Depth(threading.local):
+    """How deep the running thread is in Triton's front end for a load or store
+    (:func:`front_end_call`). Per thread: a program that gives way inside a load (a poll) lets
+    another program run in a thread of its own, whose own ``if`` must not read as the front end's."""
+    n = 0
+
+
+_IN_FRONT_END = _Depth()
 
 
 def front_end_call(sem, name: str):
@@ -208,11 +216,11 @@ def front_end_call(sem, name: str):
     one-element block) lost its ``other=0`` there and loaded undefined lanes the GPU fills with 0,
     and a scalar mask that differs between a batch's programs split the batch."""
     def call(*args, **kwargs):
-        _IN_FRONT_END[0] += 1
+        _IN_FRONT_END.n += 1
         try:
             return getattr(type(sem), name)(sem, *args, **kwargs)
         finally:
-            _IN_FRONT_END[0] -= 1
+            _IN_FRONT_END.n -= 1
     call.__name__ = name
     return call
 
@@ -224,7 +232,7 @@ def tensor_bool(self) -> bool:
     Raises:
         Divergence: a batched scalar whose value differs between the batch's programs.
     """
-    if _IN_FRONT_END[0]:
+    if _IN_FRONT_END.n:
         return True
     read_data(self.handle)
     if self.handle.tainted:
