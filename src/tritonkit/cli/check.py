@@ -96,7 +96,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     c.add_argument("--stall-polls", type=int, metavar="N", default=None,
                    help="stop a program that makes the same atomic or volatile load at the same addresses N times "
                         "in a row while nothing writes to memory and no other program can run (a program that waits "
-                        "for another gives way to it first), with a timeout finding; default 100000, 0 never")
+                        "for another gives way to it first), with a timeout finding; default 10000, 0 never")
     c.add_argument("--no-children", action="store_true",
                    help="do not check the Python processes the script starts (subprocess, multiprocessing); by "
                         "default each is checked and its findings are reported with its pid and command line")

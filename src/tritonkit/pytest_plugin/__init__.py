@@ -13,7 +13,8 @@ came in. At the end, a terminal summary (kernels, launches, findings per test) a
 tests and the findings travel with the test reports, so the summary and JSON are one; a worker that
 crashes leaves its findings in its journal, which the controller reads.
 
-Options: ``--tritonkit[=KINDS]``, ``--tritonkit-json FILE``, ``--tritonkit-nan``,
+Options: ``--tritonkit[=KINDS]``, ``--tritonkit-json FILE``, ``--tritonkit-sarif FILE``,
+``--tritonkit-baseline FILE``, ``--tritonkit-update-baseline FILE``, ``--tritonkit-nan``,
 ``--tritonkit-no-children``, ``--tritonkit-engine {auto,sequential}``, ``--tritonkit-timeout S``,
 ``--tritonkit-outputs {gpu,checked}``, ``--tritonkit-gpu-above ELEMENTS``, ``--tritonkit-stall-polls N``,
 ``--tritonkit-batch-memory MB``.
@@ -40,6 +41,16 @@ def pytest_addoption(parser) -> None:
                      "comma-separated (default: those on by default; tritonkit check --list-checks lists them)")
     g.addoption("--tritonkit-json", metavar="FILE", default=None,
                 help="with --tritonkit: also write the findings as JSON, keyed by test node id")
+    g.addoption("--tritonkit-sarif", metavar="FILE", default=None,
+                help="with --tritonkit: also write the findings as SARIF 2.1.0 (GitHub code scanning), one result per "
+                     "distinct finding")
+    g.addoption("--tritonkit-baseline", metavar="FILE", default=None,
+                help="with --tritonkit: findings that match one in FILE (a file of --tritonkit-update-baseline, or a "
+                     "--json/--tritonkit-json output: same kind, kernel, file, line and argument) are known: they are "
+                     "shown in the test's report but do not fail it; new ones do")
+    g.addoption("--tritonkit-update-baseline", metavar="FILE", default=None,
+                help="with --tritonkit: write the run's findings to FILE as the baseline to accept (they then fail "
+                     "no test of this run)")
     g.addoption("--tritonkit-nan", action="store_true", default=False,
                 help="with --tritonkit: also report where NaN/Inf values that reach memory are made")
     g.addoption("--tritonkit-no-children", action="store_true", default=False,
@@ -59,7 +70,7 @@ def pytest_addoption(parser) -> None:
                      "interpreter)")
     g.addoption("--tritonkit-stall-polls", type=int, metavar="N", default=None,
                 help="with --tritonkit: stop a program that polls one address N times while nothing writes "
-                     "and no other program can run (default 100000, 0 never)")
+                     "and no other program can run (default 10000, 0 never)")
     g.addoption("--tritonkit-batch-memory", type=int, metavar="MB", default=None,
                 help="with --tritonkit: the most memory one value of a batch of programs may take, in MiB (default 4)")
 
@@ -109,6 +120,9 @@ def pytest_configure(config) -> None:
     value = config.getoption("tritonkit", None)
     if value is None:
         given = [o for o, v in (("--tritonkit-json", config.getoption("tritonkit_json", None)),
+                                ("--tritonkit-sarif", config.getoption("tritonkit_sarif", None)),
+                                ("--tritonkit-baseline", config.getoption("tritonkit_baseline", None)),
+                                ("--tritonkit-update-baseline", config.getoption("tritonkit_update_baseline", None)),
                                 ("--tritonkit-nan", config.getoption("tritonkit_nan", False)),
                                 ("--tritonkit-no-children", config.getoption("tritonkit_no_children", False)))
                  if v]
@@ -118,8 +132,19 @@ def pytest_configure(config) -> None:
         return
     require_pytest(pytest.__version__)
     options = options_from(config)
-    json_path = None if hasattr(config, "workerinput") else json_output(config)  # the controller writes it
+    worker = hasattr(config, "workerinput")  # the controller writes the files
+    outputs = {o: None if worker else json_output(config, o)
+               for o in ("tritonkit_json", "tritonkit_sarif", "tritonkit_update_baseline")}
+    given = [p for p in outputs.values() if p]
+    if len(set(given)) != len(given):
+        raise pytest.UsageError("--tritonkit-json, --tritonkit-sarif and --tritonkit-update-baseline name the same "
+                                "file: give each its own")
     from .checking import CheckingPlugin
+    from .options import baseline_of
     plugin = CheckingPlugin(config, options)
-    plugin.json_path = json_path
+    plugin.json_path = outputs["tritonkit_json"]
+    plugin.sarif_path = outputs["tritonkit_sarif"]
+    plugin.update_baseline = outputs["tritonkit_update_baseline"]
+    plugin.baseline = baseline_of(config)
+    plugin.accept_all = bool(config.getoption("tritonkit_update_baseline", None))
     config.pluginmanager.register(plugin, "tritonkit-checking")

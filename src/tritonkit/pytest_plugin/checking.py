@@ -149,8 +149,15 @@ class CheckingPlugin:
         self._child_seen: Dict[tuple, Tuple[Optional[PhaseResult], int]] = {}
         self._failed = False  # a phase failed since the last collection between tests
         self._rss_floor: Optional[int] = None  # resident bytes after the last collection between tests
-        #: where the reporting process writes the JSON (absolute; set by the plugin's configure)
+        #: where the reporting process writes the JSON, the SARIF and the new baseline (absolute;
+        #: set by the plugin's configure)
         self.json_path: Optional[str] = None
+        self.sarif_path: Optional[str] = None
+        self.update_baseline: Optional[str] = None
+        #: ``--tritonkit-baseline``'s :class:`~tritonkit.check.baseline.Baseline` (known findings fail no test)
+        self.baseline = None
+        #: ``--tritonkit-update-baseline``: every finding is accepted, none fails a test
+        self.accept_all = False
 
     # --- the run --------------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
@@ -180,15 +187,49 @@ class CheckingPlugin:
             uninstall()
         if self.journal is not None:
             self.journal.close()
-        path = self.json_path
-        if path and not self.worker:
+        if self.worker:
+            return
+        for option, path, write in (("--tritonkit-json", self.json_path, lambda p: write_json(p, self.json_data())),
+                                    ("--tritonkit-sarif", self.sarif_path, self._write_sarif),
+                                    ("--tritonkit-update-baseline", self.update_baseline, self._write_baseline)):
+            if not path:
+                continue
             try:
-                write_json(path, self.json_data())
+                write(path)
             except OSError as e:  # checked writable at the start; a full disk, a directory removed since
-                self.config.get_terminal_writer().line(f"tritonkit: cannot write --tritonkit-json {path}: {e}",
-                                                       red=True)
+                self.config.get_terminal_writer().line(f"tritonkit: cannot write {option} {path}: {e}", red=True)
                 if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
                     session.exitstatus = pytest.ExitCode.INTERNAL_ERROR  # not a green run without its file
+
+    def distinct_findings(self) -> List[Finding]:
+        """Every test's findings, one per place (kind, kernel, file, line, argument: what a baseline
+        matches), in the order of the tests."""
+        from ..check.baseline import finding_key
+        root = str(self.config.rootpath)
+        seen, out = set(), []
+        for t in self.tests.values():
+            for data in t.findings:
+                key = finding_key(data, root)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(Finding.from_dict(data))
+        return out
+
+    def _write_sarif(self, path: str) -> None:
+        from ..report.sarif import write_sarif
+        write_sarif(path, self.distinct_findings(), str(self.config.rootpath), self.baseline,
+                    ["pytest", *self.config.invocation_params.args])
+
+    def _write_baseline(self, path: str) -> None:
+        from ..check.baseline import write_baseline
+        write_baseline(path, self.distinct_findings(), str(self.config.rootpath))
+
+    def new_findings(self, found: List[Finding]) -> List[Finding]:
+        """The findings that fail a test: those not in the baseline (none with
+        ``--tritonkit-update-baseline``)."""
+        if self.accept_all:
+            return []
+        return self.baseline.split(found)[0] if self.baseline is not None else list(found)
 
     def pytest_unconfigure(self, config) -> None:
         if self.owns_run_dir:
@@ -213,7 +254,7 @@ class CheckingPlugin:
             if result is not None:
                 result.when = "setup"
                 self._pending[(item.nodeid, "setup")] = result
-                if result.all_findings and _skipped(outcome.excinfo):
+                if self.new_findings(result.all_findings) and _skipped(outcome.excinfo):
                     self._fail(result, outcome)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -223,7 +264,7 @@ class CheckingPlugin:
         if result is None:
             return
         self._pending[(item.nodeid, "call")] = result
-        if result.all_findings and (outcome.excinfo is None or _skipped(outcome.excinfo)):
+        if self.new_findings(result.all_findings) and (outcome.excinfo is None or _skipped(outcome.excinfo)):
             self._fail(result, outcome)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -241,7 +282,7 @@ class CheckingPlugin:
             return
         result.when = "teardown"
         self._pending[(item.nodeid, "teardown")] = result
-        if result.all_findings and (outcome.excinfo is None or _skipped(outcome.excinfo)):
+        if self.new_findings(result.all_findings) and (outcome.excinfo is None or _skipped(outcome.excinfo)):
             self._fail(result, outcome)
 
     def _fail(self, result: PhaseResult, outcome) -> None:
@@ -295,6 +336,11 @@ class CheckingPlugin:
         tr.write_sep("=", "tritonkit")
         for line in summary_lines(self.tests, verbose=config.getoption("verbose") > 0):
             tr.write_line(line)
+        if self.baseline is not None:
+            found = self.distinct_findings()
+            known = len(found) - len(self.baseline.split(found)[0])
+            tr.write_line(f"{known} of {len(found)} distinct finding{'s' if len(found) != 1 else ''} known from the "
+                          f"baseline {self.baseline.path}: they fail no test")
 
     def json_data(self) -> Dict[str, Any]:
         """The run as JSON data: ``tests`` (node id -> :meth:`TestResult.to_dict`), ``summary``,
@@ -306,7 +352,11 @@ class CheckingPlugin:
             total = merge_summaries(total, t.summary)
         total.update(tests=len(self.tests), tests_with_findings=sum(bool(t.findings) for t in self.tests.values()),
                      kernels=sorted({k for t in self.tests.values() for k in t.kernels}))
-        return {"tests": {nodeid: t.to_dict() for nodeid, t in self.tests.items()}, "summary": total,
+        tests = {nodeid: t.to_dict() for nodeid, t in self.tests.items()}
+        if self.baseline is not None:
+            for t in tests.values():
+                t["findings"] = [{**f, "baseline": "known" if self.baseline.known(f) else "new"} for f in t["findings"]]
+        return {"tests": tests, "summary": total,
                 "options": self.options.to_dict(),
                 "versions": {"tritonkit": __version__, "triton": installed_version("triton"), "pytest": pytest.__version__}}
 
@@ -382,6 +432,10 @@ class CheckingPlugin:
             by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
         head = (f"tritonkit: {len(found)} finding{'s' if len(found) != 1 else ''} in this test's Triton launches ("
                 + ", ".join(f"{n} {k}" for k, n in by_kind.items()) + ")")
+        if self.baseline is not None:
+            known = len(found) - len(self.baseline.split(found)[0])
+            if known:
+                head += f"; {known} known from the baseline {self.baseline.path}"
         try:
             width = self.config.get_terminal_writer().fullwidth
         except Exception:  # no terminal writer (a worker)

@@ -26,8 +26,9 @@ def require_pytest(version: str) -> None:
                                 f"pip install -U 'pytest>={need}'")
 
 
-def json_output(config) -> Optional[str]:
-    """``--tritonkit-json FILE`` as an absolute path (taken now: a test may ``os.chdir``) made ready
+def json_output(config, option: str = "tritonkit_json") -> Optional[str]:
+    """``--tritonkit-json FILE`` (or the output option ``option``: ``tritonkit_sarif``,
+    ``tritonkit_update_baseline``) as an absolute path (taken now: a test may ``os.chdir``) made ready
     to be written at the end of the run, or None where it is not given. Its missing parent
     directories are created, as ``--junitxml`` does, and a write is tried now
     (:func:`tritonkit._io.output_problem`), so a path that cannot be written is said before any
@@ -40,25 +41,43 @@ def json_output(config) -> Optional[str]:
     import os
 
     from .._io import output_problem, python_source
-    given = config.getoption("tritonkit_json", None)
+    given = config.getoption(option, None)
     if not given:
         return None
+    name = "--" + option.replace("_", "-")
     path = os.path.abspath(given)
     if os.path.isdir(path):
-        raise pytest.UsageError(f"--tritonkit-json {given}: it is a directory; give a file name")
+        raise pytest.UsageError(f"{name} {given}: it is a directory; give a file name")
     if python_source(path):
-        raise pytest.UsageError(f"--tritonkit-json {given}: an existing Python source file; writing it would "
+        raise pytest.UsageError(f"{name} {given}: an existing Python source file; writing it would "
                                 f"overwrite it: give another path (a name ending .json)")
     directory = os.path.dirname(path)
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as e:
-        raise pytest.UsageError(f"--tritonkit-json {given}: cannot create its directory {directory}: "
+        raise pytest.UsageError(f"{name} {given}: cannot create its directory {directory}: "
                                 f"{e.strerror or e}") from None
     problem = output_problem(path)
     if problem is not None:
-        raise pytest.UsageError(f"--tritonkit-json {given}: cannot be written: {problem}; give another path")
+        raise pytest.UsageError(f"{name} {given}: cannot be written: {problem}; give another path")
     return path
+
+
+def baseline_of(config):
+    """The :class:`~tritonkit.check.baseline.Baseline` of ``--tritonkit-baseline FILE`` (source
+    paths relative to pytest's root directory), or None where it is not given.
+
+    Raises:
+        pytest.UsageError: FILE is missing, is not JSON, or holds no findings list.
+    """
+    given = config.getoption("tritonkit_baseline", None)
+    if not given:
+        return None
+    from ..check.baseline import Baseline, BaselineError
+    try:
+        return Baseline.load(given, root=str(config.rootpath))
+    except BaselineError as e:
+        raise pytest.UsageError(f"--tritonkit-baseline {e}") from None
 
 
 def kinds_or_none(value: str) -> Optional[List[str]]:
