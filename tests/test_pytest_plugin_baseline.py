@@ -1,8 +1,10 @@
-"""``pytest --tritonkit`` with ``--tritonkit-baseline``, ``--tritonkit-update-baseline`` and
-``--tritonkit-sarif``: a suite with a known bug is accepted once, then only a new bug fails a test,
-in one process and under pytest-xdist; the SARIF file validates against the SARIF 2.1.0 schema."""
+"""``pytest --tritonkit`` with ``--tritonkit-baseline``, ``--tritonkit-update-baseline``,
+``--tritonkit-sarif`` and ``--tritonkit-repro``: a suite with a known bug is accepted once, then only
+a new bug fails a test, in one process and under pytest-xdist; the SARIF file validates against the
+SARIF 2.1.0 schema; each launch with a finding gets a reproducer that shows the same findings."""
 import json
 import os
+import sys
 import textwrap
 
 import pytest
@@ -96,3 +98,17 @@ def test_baseline_options_need_tritonkit(suite):
     (suite.path / "b.json").write_text('{"findings": []}')
     result, out = _run(suite, "--tritonkit-baseline", "b.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "add --tritonkit" in out
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one_process", "xdist"])
+def test_tritonkit_repro_writes_a_reproducer_per_launch_with_a_finding(suite, workers):
+    result, out = _run(suite, "--tritonkit", "--tritonkit-repro", "repro", *workers)
+    result.assert_outcomes(passed=1, failed=2)
+    folders = sorted(os.listdir(suite.path / "repro"))
+    assert len(folders) == 2 and all(f.endswith("copy_kernel") for f in folders)  # one per buggy launch
+    for name in folders:
+        rerun = suite.run(sys.executable, "-m", "tritonkit", "check", "--json", "again.json", "--", "python",
+                          str(suite.path / "repro" / name / "repro.py"), timeout=300)
+        assert rerun.ret == 1, rerun.stdout.str() + rerun.stderr.str()
+        found = {(f["kind"], f["line"], f["arg"]) for f in _json(suite, "again.json")["findings"]}
+        assert found == {("out_of_bounds", _bug_line(suite), "x_ptr"), ("out_of_bounds", _bug_line(suite), "out_ptr")}

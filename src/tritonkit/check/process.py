@@ -62,6 +62,9 @@ class CheckOptions:
             :func:`tritonkit.check.checking` takes it (None: the cores this process may use).
         gpu_above: launches on CUDA tensors of more elements than this are checked on the GPU, as
             :func:`tritonkit.check.checking` takes it (None: every launch in the interpreter).
+        repro: the directory each launch with a finding gets a reproducer folder in (None: none;
+            see :mod:`tritonkit.check.repro`); ``repro_self_contained``: the kernel's source is
+            copied into every folder.
     """
 
     checks: Optional[List[str]] = None
@@ -77,6 +80,8 @@ class CheckOptions:
     stall_polls: Optional[int] = None
     workers: Optional[int] = None
     gpu_above: Optional[int] = None
+    repro: Optional[str] = None
+    repro_self_contained: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         """Plain JSON data."""
@@ -383,6 +388,8 @@ def run_root(target, options: CheckOptions, run_dir: str, prog: str = "tritonkit
     else:
         watch_forks(False)
     outcome: Dict[str, Any] = {"status": 0, "failed": False, "interrupted": False, "internal": None}
+    from . import repro
+    repro.configure(options.repro, options.repro_self_contained)
     context = _session.checking(journal=journal, **options.session_kwargs())
     pid, ended = os.getpid(), []
 
@@ -451,6 +458,8 @@ def start_child() -> None:
     options = CheckOptions.from_dict(json.loads(os.environ.get(OPTIONS_ENV) or "{}"))
     journal = Journal(run_dir, "child", options.kinds(), options.engine)
     install(run_dir, options)
+    from . import repro
+    repro.configure(options.repro, options.repro_self_contained)
     context = checking(journal=journal, **options.session_kwargs(child=True))
     session = context.__enter__()
     _quiet_stop()

@@ -59,6 +59,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     c.add_argument("--update-baseline", metavar="FILE",
                    help="write this run's findings to FILE as the baseline to accept (they then do not change "
                         "this run's exit status)")
+    c.add_argument("--repro", metavar="DIR",
+                   help="for every launch with a finding, write a folder in DIR with repro.py, the launch's exact "
+                        "arguments (launch.pt) and a README: python repro.py launches it again; tritonkit check -- "
+                        "python repro.py shows the same findings")
+    c.add_argument("--repro-self-contained", action="store_true",
+                   help="with --repro: copy the kernel's file (its imports and definitions) into each folder, to "
+                        "attach to an issue elsewhere")
     c.add_argument("--stop-on-first", action="store_true", help="stop the script at the first finding")
     c.add_argument("--pdb", action="store_true",
                    help="open pdb at the first finding, in the kernel at the offending line, in the offending "
@@ -156,11 +163,23 @@ def _options(args):
         gpu_above = parse_gpu_above(args.gpu_above)
     except ValueError as e:
         raise BadUsage(f"--gpu-above: {e}") from None
+    repro = None
+    if args.repro:
+        repro = os.path.abspath(args.repro)
+        if os.path.exists(repro) and not os.path.isdir(repro):
+            raise BadUsage(f"--repro {args.repro}: not a directory; give a directory (made if missing)")
+        try:
+            os.makedirs(repro, exist_ok=True)
+        except OSError as e:
+            raise BadUsage(f"--repro {args.repro}: cannot make it: {e.strerror or e}") from None
+    elif args.repro_self_contained:
+        raise BadUsage("--repro-self-contained goes with --repro DIR: add it")
     return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=timeout,
                         pdb=args.pdb, engine=args.engine,
                         batch_memory=args.batch_memory << 20 if args.batch_memory else None,
                         access_maps=args.access_maps, children=not args.no_children, outputs=args.outputs,
-                        stall_polls=args.stall_polls, workers=args.workers, gpu_above=gpu_above)
+                        stall_polls=args.stall_polls, workers=args.workers, gpu_above=gpu_above,
+                        repro=repro, repro_self_contained=args.repro_self_contained)
 
 
 def _list_checks() -> int:
@@ -383,7 +402,7 @@ def _disk_full(path: str) -> bool:
 
 
 _CPU_ONLY = ("--stop-on-first", "--pdb", "--timeout", "--nan", "--checks", "--no-checks", "--batch-memory", "--workers",
-             "--stall-polls", "--access-maps", "--no-children")
+             "--stall-polls", "--access-maps", "--no-children", "--repro", "--repro-self-contained")
 
 
 def _run_gpu(args, target, json_path: Optional[str], outputs: Optional[_Outputs] = None) -> int:

@@ -14,7 +14,7 @@ tests and the findings travel with the test reports, so the summary and JSON are
 crashes leaves its findings in its journal, which the controller reads.
 
 Options: ``--tritonkit[=KINDS]``, ``--tritonkit-json FILE``, ``--tritonkit-sarif FILE``,
-``--tritonkit-baseline FILE``, ``--tritonkit-update-baseline FILE``, ``--tritonkit-nan``,
+``--tritonkit-baseline FILE``, ``--tritonkit-update-baseline FILE``, ``--tritonkit-repro DIR``, ``--tritonkit-nan``,
 ``--tritonkit-no-children``, ``--tritonkit-engine {auto,sequential}``, ``--tritonkit-timeout S``,
 ``--tritonkit-outputs {gpu,checked}``, ``--tritonkit-gpu-above ELEMENTS``, ``--tritonkit-stall-polls N``,
 ``--tritonkit-batch-memory MB``.
@@ -51,6 +51,9 @@ def pytest_addoption(parser) -> None:
     g.addoption("--tritonkit-update-baseline", metavar="FILE", default=None,
                 help="with --tritonkit: write the run's findings to FILE as the baseline to accept (they then fail "
                      "no test of this run)")
+    g.addoption("--tritonkit-repro", metavar="DIR", default=None,
+                help="with --tritonkit: for every launch with a finding, write a reproducer folder in DIR (repro.py, "
+                     "the launch's exact arguments, a README), as tritonkit check --repro does")
     g.addoption("--tritonkit-nan", action="store_true", default=False,
                 help="with --tritonkit: also report where NaN/Inf values that reach memory are made")
     g.addoption("--tritonkit-no-children", action="store_true", default=False,
@@ -122,6 +125,7 @@ def pytest_configure(config) -> None:
         given = [o for o, v in (("--tritonkit-json", config.getoption("tritonkit_json", None)),
                                 ("--tritonkit-sarif", config.getoption("tritonkit_sarif", None)),
                                 ("--tritonkit-baseline", config.getoption("tritonkit_baseline", None)),
+                                ("--tritonkit-repro", config.getoption("tritonkit_repro", None)),
                                 ("--tritonkit-update-baseline", config.getoption("tritonkit_update_baseline", None)),
                                 ("--tritonkit-nan", config.getoption("tritonkit_nan", False)),
                                 ("--tritonkit-no-children", config.getoption("tritonkit_no_children", False)))
@@ -147,4 +151,14 @@ def pytest_configure(config) -> None:
     plugin.update_baseline = outputs["tritonkit_update_baseline"]
     plugin.baseline = baseline_of(config)
     plugin.accept_all = bool(config.getoption("tritonkit_update_baseline", None))
+    repro_dir = config.getoption("tritonkit_repro", None)
+    if repro_dir:
+        import os
+
+        from ..check import repro
+        repro_dir = os.path.abspath(repro_dir)
+        if os.path.exists(repro_dir) and not os.path.isdir(repro_dir):
+            raise pytest.UsageError(f"--tritonkit-repro {repro_dir}: not a directory; give a directory (made if "
+                                    "missing)")
+        repro.configure(repro_dir)
     config.pluginmanager.register(plugin, "tritonkit-checking")

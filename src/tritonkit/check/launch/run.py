@@ -13,6 +13,7 @@ from typing import List, Optional
 
 import triton
 
+from .. import repro
 from ..checks.launch_errors import KernelError, Timeout, Unsupported
 from ..engine import BatchedEngine, Engine, SequentialEngine
 from ..errors import CheckAborted, InternalError, LaunchStalled, LaunchTimeout, StaticAssertFailed, UsageError
@@ -84,6 +85,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
     if callable(grid):
         grid = grid({**kwargs, **bound})
     dims, ndim = normalize_grid(grid, kernel)
+    cap = repro.capture(pyfn, bound, kwargs, dims[:ndim], config)  # None unless --repro
     launch = Launch(session, pyfn, dims, ndim, config)
     if "enable_fp_fusion" in kwargs:
         launch.fp_fusion = fp_fusion_enabled(kwargs["enable_fp_fusion"])
@@ -146,6 +148,8 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
                 else:
                     mapper.copy_back()
                 session.end_launch(launch)
+                if cap is not None and launch.found:
+                    repro.write(cap, [f for f in session.findings if f.kernel == kernel])
             finally:
                 launch.release()
                 if record.seconds > _TRIM_AFTER_S:

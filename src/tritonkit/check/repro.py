@@ -1,0 +1,250 @@
+"""Reproducers: for every launch with a finding, a folder that launches the kernel again with the
+launch's exact arguments (``tritonkit check --repro DIR``).
+
+Before a checked launch runs, its arguments are captured: each tensor with its dtype, shape,
+strides, storage offset and its **whole storage** (so an overrun into a neighbouring view of the
+same storage reads the same bytes again), scalars, constexprs, the grid and the launch options
+(``num_warps``, ``num_stages``, the autotune config's meta-parameters, which reach the kernel as
+constexprs). When the launch ends with a finding, the capture is written as
+``DIR/NNN-KERNEL/launch.pt`` with ``repro.py`` and a ``README.md`` that says what it should show:
+
+* ``python repro.py`` launches the kernel natively where a GPU exists (``--cpu``: on the CPU), in
+  Triton's interpreter otherwise;
+* ``tritonkit check -- python repro.py`` reproduces the findings (kind, line, argument, elements,
+  programs), since the launch and its inputs are the same.
+
+The kernel comes from its source file. A kernel defined in a module is imported from its file by
+path (its module's other top-level code runs, as for any import; ``if __name__ == "__main__":``
+blocks do not). A kernel defined in the script itself (``__main__``), or every kernel with
+``--repro-self-contained``, comes from ``kernel_source.py`` in the folder: the file's imports,
+definitions and simple assignments, at their original line numbers (every other statement blanked),
+so the findings keep their lines. Launches whose arguments cannot be captured (an argument that is
+neither a tensor nor a plain value, a constexpr that cannot be saved) get no folder; the reason is
+written to ``DIR/skipped.txt``.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import threading
+from typing import Any, Dict, List, Optional
+
+#: the directory reproducers are written to in this process (None: none are)
+_DIR: List[Optional[str]] = [None]
+_SELF_CONTAINED = [False]
+_LOCK = threading.Lock()
+
+README = """\
+# tritonkit reproducer: {kernel}
+
+{what}
+
+Run it:
+
+    python repro.py                          # natively on a GPU, else in Triton's interpreter
+    tritonkit check -- python repro.py       # the same findings, on the CPU
+
+Launch: grid {grid}, {options}.
+Arguments (as they were before the kernel ran):
+{args}
+Kernel: {source}
+"""
+
+REPRO = '''\
+"""tritonkit reproducer: {title}. See README.md."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+import torch  # noqa: E402
+
+GPU = torch.cuda.is_available() and "--cpu" not in sys.argv
+if not GPU and "TRITONKIT_RUN_DIR" not in os.environ:
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU: Triton's own interpreter
+import importlib.util  # noqa: E402
+
+import triton  # noqa: E402
+
+STATE = torch.load(os.path.join(HERE, "launch.pt"), weights_only=False)
+
+
+def load_kernel():
+    path = STATE["source"] if not STATE["self_contained"] else os.path.join(HERE, "kernel_source.py")
+    sys.path.insert(0, os.path.dirname(path))
+    spec = importlib.util.spec_from_file_location(STATE["module_name"], path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    kernel = getattr(module, STATE["kernel"])
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    while isinstance(kernel, (Autotuner, Heuristics)):
+        kernel = kernel.fn  # the config's and the heuristics' meta-parameters are in STATE["args"]
+    return kernel
+
+
+def rebuild(value, device):
+    if isinstance(value, dict) and value.get("__tensor__"):
+        storage = value["storage"].to(device)
+        return torch.empty(0, dtype=value["dtype"], device=device).set_(
+            storage.untyped_storage(), value["offset"], value["shape"], value["stride"])
+    return value
+
+
+def launch(device):
+    args = {{name: rebuild(v, device) for name, v in STATE["args"].items()}}
+    load_kernel()[tuple(STATE["grid"])](**args, **STATE["options"])
+    if device != "cpu":
+        torch.cuda.synchronize()
+    return args
+
+
+if __name__ == "__main__":
+    launch("cuda" if GPU else "cpu")
+'''
+
+
+def configure(directory: Optional[str], self_contained: bool = False) -> None:
+    """Write reproducers to ``directory`` from this process on (None: stop)."""
+    _DIR[0] = os.path.abspath(directory) if directory else None
+    _SELF_CONTAINED[0] = bool(self_contained)
+
+
+def enabled() -> bool:
+    """Whether reproducers are written in this process."""
+    return _DIR[0] is not None
+
+
+class Capture:
+    """A launch's arguments as they were before it ran (see the module).
+
+    Attributes:
+        state: what ``launch.pt`` holds; ``skip``: why no reproducer can be made (None: it can).
+    """
+
+    def __init__(self, pyfn, bound: Dict[str, Any], kwargs: Dict[str, Any], grid, config: Optional[str]):
+        import torch
+        self.pyfn, self.config, self.skip = pyfn, config, None
+        args: Dict[str, Any] = {}
+        for name, value in bound.items():
+            if isinstance(value, torch.Tensor):
+                storage = value.untyped_storage()
+                itemsize = value.element_size()
+                full = torch.empty(0, dtype=value.dtype, device=value.device).set_(
+                    storage, 0, (storage.nbytes() // itemsize,), (1,))
+                args[name] = {"__tensor__": True, "dtype": value.dtype, "shape": tuple(value.shape),
+                              "stride": tuple(value.stride()), "offset": value.storage_offset(),
+                              "device": value.device.type, "storage": full.detach().to("cpu", copy=True)}
+            elif value is None or isinstance(value, (bool, int, float, str)):
+                args[name] = value
+            elif _saveable(value):
+                args[name] = value
+            else:
+                self.skip = f"argument {name} is a {type(value).__name__}, which a reproducer cannot save"
+        options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages", "num_ctas", "maxnreg",
+                                                             "enable_fp_fusion")}
+        self.state = {"kernel": pyfn.__name__, "source": os.path.abspath(pyfn.__code__.co_filename),
+                      "module": pyfn.__module__, "args": args, "grid": list(grid), "options": options,
+                      "config": config}
+
+
+def _saveable(value) -> bool:
+    import io
+    import pickle
+    try:
+        pickle.dump(value, io.BytesIO())
+        return True
+    except Exception:  # noqa: BLE001 - anything pickle refuses
+        return False
+
+
+def capture(pyfn, bound, kwargs, grid, config) -> Optional[Capture]:
+    """The capture of a launch about to run, where reproducers are on (None otherwise)."""
+    if not enabled():
+        return None
+    return Capture(pyfn, bound, kwargs, grid, config)
+
+
+def write(cap: Capture, findings: List[Any]) -> Optional[str]:
+    """Write ``cap``'s folder for a launch that made ``findings``; returns the folder (None: skipped,
+    the reason appended to ``skipped.txt``). Never raises for an unwritable folder: says so there."""
+    import torch
+    directory = _DIR[0]
+    if directory is None:
+        return None
+    kernel = cap.state["kernel"]
+    with _LOCK:
+        os.makedirs(directory, exist_ok=True)
+        if cap.skip is None and cap.state["module"] != "__main__" and not _SELF_CONTAINED[0] \
+                and not os.path.exists(cap.state["source"]):
+            cap.skip = f"its source file {cap.state['source']} does not exist"
+        if cap.skip is not None:
+            with open(os.path.join(directory, "skipped.txt"), "a", encoding="utf-8") as fh:
+                fh.write(f"{kernel}: {cap.skip}\n")
+            return None
+        n = 1 + sum(1 for e in os.listdir(directory) if re.match(r"\d{3}-", e))
+        while True:  # made with mkdir, so that processes writing to one DIR (pytest-xdist) never share a folder
+            folder = os.path.join(directory, f"{n:03d}-{re.sub(r'[^A-Za-z0-9_]', '_', kernel)}")
+            try:
+                os.mkdir(folder)
+                break
+            except FileExistsError:
+                n += 1
+    self_contained = _SELF_CONTAINED[0] or cap.state["module"] == "__main__"
+    state = dict(cap.state, self_contained=self_contained,
+                 module_name="_tritonkit_repro_kernel" if cap.state["module"] == "__main__" else cap.state["module"])
+    if self_contained:
+        with open(cap.state["source"], encoding="utf-8") as fh:
+            text = skeleton(fh.read())
+        with open(os.path.join(folder, "kernel_source.py"), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    torch.save(state, os.path.join(folder, "launch.pt"))
+    what = "\n".join(sorted({f"* {f.kind} at line {f.line}" + (f", argument {f.arg}" if f.arg else "")
+                              for f in findings}))
+    title = "; ".join(f"{f.kind} in {kernel} at line {f.line}" for f in findings[:3])
+    with open(os.path.join(folder, "repro.py"), "w", encoding="utf-8") as fh:
+        fh.write(REPRO.format(title=title.replace('"', "'")))
+    args = "\n".join(f"* {n}: " + (f"{v['dtype']} tensor, shape {list(v['shape'])}, strides {list(v['stride'])}, "
+                                   f"storage offset {v['offset']}, storage of {v['storage'].numel()} elements "
+                                   f"(on {v['device']})" if isinstance(v, dict) and v.get("__tensor__") else repr(v))
+                     for n, v in state["args"].items())
+    opts = ", ".join(f"{k}={v}" for k, v in state["options"].items()) or "default options"
+    if cap.config:
+        opts += f"; autotune config {cap.config}"
+    source = (f"kernel_source.py (the definitions of {cap.state['source']}, at their lines)" if self_contained
+              else f"{cap.state['source']} (imported by path)")
+    with open(os.path.join(folder, "README.md"), "w", encoding="utf-8") as fh:
+        fh.write(README.format(kernel=kernel, what=f"It should show:\n\n{what}", grid=state["grid"], options=opts,
+                               args=args, source=source))
+    return folder
+
+
+def skeleton(source: str) -> str:
+    """``source`` (a Python file) with only its imports, function and class definitions and
+    assignments kept, each at its own lines; every other top-level statement (calls, loops,
+    ``if __name__ == "__main__":`` blocks, ...) becomes blank lines, so line numbers stay. An
+    assignment that launches a kernel (``kernel[grid](...)``) or calls a function of the file (which
+    may) is blanked too."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    keep = [False] * len(lines)
+    local = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.Assign, ast.AnnAssign)) and not _runs_code(node, local):
+            start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            for i in range(start - 1, node.end_lineno):
+                keep[i] = True
+    return "\n".join(line if k else "" for line, k in zip(lines, keep)) + "\n"
+
+
+def _runs_code(node, local) -> bool:
+    """Whether an assignment's value launches a kernel (a call of a subscript, ``kernel[grid](...)``)
+    or calls a function or class of the file itself."""
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+        return False
+    for sub in ast.walk(node.value):
+        if isinstance(sub, ast.Call) and (isinstance(sub.func, ast.Subscript) or
+                                          (isinstance(sub.func, ast.Name) and sub.func.id in local)):
+            return True
+    return False
