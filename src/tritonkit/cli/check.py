@@ -32,7 +32,7 @@ import tempfile
 from typing import List, Optional
 
 from . import _status
-from ._console import make_console
+from ._console import add_width_option, make_console
 from ._status import BadUsage
 from ._target import Target, writable_path
 
@@ -44,7 +44,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """Add ``check`` to the ``tritonkit`` subparsers."""
     c = sub.add_parser("check", help="run a script with every Triton launch checked on the CPU",
                        usage="tritonkit check [--json FILE] [--nan] [--checks KINDS] [--stop-on-first] [--timeout S] "
-                             "[--pdb] -- python SCRIPT.py [ARGS...]",
+                             "[--pdb] [--width N] -- python SCRIPT.py [ARGS...]",
                        description="Run SCRIPT (in a child process) with every @triton.jit launch in it and in the "
                                    "Python processes it starts run in tritonkit's checked CPU interpreter, which reports out-of-bounds accesses, undefined values, "
                                    "data races between programs, reads of uninitialized memory, integer overflow in "
@@ -117,6 +117,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "derives from (out-of-bounds lanes are not performed, and reported); --gpu=sanitizer runs "
                         "the script under compute-sanitizer's memcheck (PyTorch's caching allocator off). Both "
                         "report out-of-bounds accesses with the tensor argument, elements and program ids")
+    add_width_option(c)
     c.add_argument("target", nargs=argparse.REMAINDER, help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
     return c
 
@@ -220,7 +221,7 @@ def run(args) -> int:
             if sup.terminated:
                 sup.kill_group()
             runs = read_run(run_dir)
-            return _report(sup, code, runs, left, run_dir, target, json_path, outputs)
+            return _report(sup, code, runs, left, run_dir, target, json_path, outputs, getattr(args, "width", None))
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -330,7 +331,7 @@ class _Outputs:
 
 
 def _report(sup, code: int, runs, left, run_dir: str, target, json_path: Optional[str],
-            outputs: Optional[_Outputs] = None) -> int:
+            outputs: Optional[_Outputs] = None, width: Optional[int] = None) -> int:
     """Build the report from the journals ``runs``, write its JSON and print it; the exit status
     (the precedence is the module's)."""
     from ..check.journal import merge
@@ -373,7 +374,7 @@ def _report(sup, code: int, runs, left, run_dir: str, target, json_path: Optiona
     report.summary["terminated"] = _signal_name(terminated) if terminated else None
     report.summary["error"] = error
     outputs = outputs or _Outputs()
-    written = _show(report, json_path, outputs)
+    written = _show(report, json_path, outputs, width)
     sup.settle()  # signals that came while the report was made
     if sup.terminated:
         print(f"tritonkit check: terminated ({_signal_name(sup.terminated)})", file=sys.stderr)
@@ -431,7 +432,7 @@ def _run_gpu(args, target, json_path: Optional[str], outputs: Optional[_Outputs]
         report, code, _ = sanitizer.report(target, tool)
     outputs = outputs or _Outputs()
     new = outputs.new_findings(report.findings)
-    if not _show(report, json_path, outputs) and not new:
+    if not _show(report, json_path, outputs, getattr(args, "width", None)) and not new:
         return _status.USAGE
     if new:
         return _status.FINDINGS
@@ -451,7 +452,7 @@ def _gpu_here(sanitizer) -> bool:
     return bool(visible)
 
 
-def _show(report, json_path: Optional[str], outputs: Optional[_Outputs] = None) -> bool:
+def _show(report, json_path: Optional[str], outputs: Optional[_Outputs] = None, width: Optional[int] = None) -> bool:
     """Write the report's JSON to ``json_path`` (None: none), its SARIF and baseline (``outputs``),
     then print the report to the terminal (with a baseline, its new findings, and a line for the
     known ones): the files are written first, so a reader that closes stdout early (``| head -1``)
@@ -472,7 +473,7 @@ def _show(report, json_path: Optional[str], outputs: Optional[_Outputs] = None) 
             print(f"tritonkit check: error: cannot write {safe(json_path)}: {safe(e)}", file=sys.stderr)
             written = False
     written = outputs.write(report.findings) and written
-    console = make_console()
+    console = make_console(width)
     if outputs.baseline is None:
         print_report(report, console)
         return written

@@ -12,7 +12,7 @@ import os
 from typing import List
 
 from . import _status
-from ._console import make_console
+from ._console import add_width_option, make_console
 from ._status import BadUsage
 from ._target import Target
 
@@ -24,7 +24,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """Add ``doctor`` to the ``tritonkit`` subparsers."""
     p = sub.add_parser("doctor", help="check, then tune and profile (on a GPU), and write one HTML report",
                        usage="tritonkit doctor [--out DIR] [--skip STEPS] [--nan] [--access-maps N] "
-                             "[--budget B] [--timeout S] -- python SCRIPT.py [ARGS...]",
+                             "[--budget B] [--timeout S] [--width N] -- python SCRIPT.py [ARGS...]",
                        description="Run SCRIPT (unchanged) three times, the way the article's workflow goes: "
                                    "tritonkit check (every launch in the checked CPU interpreter: findings and "
                                    "memory-access maps), then where a CUDA GPU is present tritonkit tune (its "
@@ -45,6 +45,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--budget", help="tune: configs per key, a share (20%%) or seconds (30s), as tritonkit tune")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="stop a step that runs longer than this (its results are then missing; default none)")
+    add_width_option(p)
     p.add_argument("target", nargs="*", help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
     return p
 
@@ -59,7 +60,7 @@ def run(args, console=None) -> int:
     from .._io import atomic_write_text
     from ..doctor import STEPS, build_report, gpu_present, run_doctor
     from ..report.html import write_report
-    console = console or make_console()
+    console = console or make_console(getattr(args, "width", None))
     if not args.target:
         raise BadUsage("nothing to examine: give a script (`tritonkit doctor -- python my_script.py`)")
     Target.parse(args.target)  # a missing script is a usage error now, not three failed steps

@@ -15,7 +15,7 @@ import tempfile
 from typing import Dict
 
 from . import _status
-from ._console import make_console
+from ._console import add_width_option, make_console
 from ._status import BadUsage
 from ._target import Target, writable_path
 
@@ -28,7 +28,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("profile", help="profile every GPU kernel of a script with Proton: time, GB/s, TFLOP/s, "
                                        "%% of peak, bound",
                        usage="tritonkit profile [--json FILE] [--from FILE.hatchet] [--counters] [--tuned] "
-                             "[--interpret-limit MB] [--min-share F] -- python SCRIPT.py [ARGS...]",
+                             "[--interpret-limit MB] [--min-share F] [--width N] -- python SCRIPT.py [ARGS...]",
                        description="Run SCRIPT (unchanged) under Proton with Triton's launch hook and print a table "
                                    "per kernel (launches, GPU time, host time per launch, GB/s, TFLOP/s, % of the "
                                    "device's peak, bound) and the time tree by scope. Bytes and FLOPs come from "
@@ -56,6 +56,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                                     "device, or what the profile's attributes identify)")
     p.add_argument("--min-share", type=float, default=0.001, metavar="F",
                    help="leave out tree nodes under this share of the total GPU time (default 0.001)")
+    add_width_option(p)
     p.add_argument("target", nargs="*", help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
     return p
 
@@ -72,7 +73,7 @@ def run(args, console=None) -> int:
     from ..profile import ChildMeta, ProfileReport, analyze, identify, read_proton
     from ..profile._calibrate import load
     from ..report.profile import kernel_table, scope_tree
-    console = console or make_console()
+    console = console or make_console(getattr(args, "width", None))
     meta = ChildMeta(device=args.device)
     status = _status.OK
     work = None

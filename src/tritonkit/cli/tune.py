@@ -16,7 +16,7 @@ import tempfile
 from typing import Dict, List, Tuple
 
 from . import _status
-from ._console import make_console
+from ._console import add_width_option, make_console
 from ._status import BadUsage
 from ._target import Target, writable_path
 
@@ -28,7 +28,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """Add ``tune`` to the ``tritonkit`` subparsers."""
     t = sub.add_parser("tune", help="run a script with its @triton.autotune kernels tuned by tritonkit",
                        usage="tritonkit tune [--strategy S] [--budget N|SECONDS] [--no-cache] [--json FILE] "
-                             "[--restarts N] [--verbose] -- python SCRIPT.py [ARGS...]\n       tritonkit tune sweep FILE.py "
+                             "[--restarts N] [--verbose] [--width N] -- python SCRIPT.py [ARGS...]\n"
+                             "       tritonkit tune sweep FILE.py "
                              "[--workers N] [--cluster ray] [--gpu-type T] [--out DIR] [--strategy S] [--budget B]\n"
                              "       [--cache-dir DIR]",
                        description="Run SCRIPT (unchanged) with every @triton.autotune kernel tuned by tritonkit: "
@@ -58,6 +59,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                                     "default: every type, each tuned separately")
     t.add_argument("--out", metavar="DIR", help="`tune sweep`: where the tables, heuristics and results go "
                                                 "(default .)")
+    add_width_option(t)
     t.add_argument("target", nargs="*", help="python SCRIPT.py ARGS... | python -m MODULE ARGS...")
     return t
 
@@ -73,7 +75,7 @@ def run(args, console=None) -> int:
     from ..report.tune import render_results
     from ..tune import EXIT_CONTEXT_POISONED, Budget, TuneReport
     from ..tune.strategies import DEFAULT_STRATEGY, STRATEGIES
-    console = console or make_console()
+    console = console or make_console(getattr(args, "width", None))
     if args.list_strategies:
         for name, cls in STRATEGIES.items():
             doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
@@ -191,9 +193,10 @@ def merge_reports(path: str) -> List:
 
 
 def _sweep(args, console) -> int:
-    """``tritonkit tune sweep FILE.py``: a sweep on every GPU (see :mod:`tritonkit.tune._workers._sweep_file`)."""
-    from rich.table import Table
-
+    """``tritonkit tune sweep FILE.py``: a sweep on every GPU (see :mod:`tritonkit.tune._workers._sweep_file`).
+    Its tables have one line per row at the console's width (:class:`~tritonkit.report.fit.FitTable`)."""
+    from ..report.fit import Column, FitTable
+    from ..report.terminal import safe
     from ..tune._workers import WorkerError
     from ..tune._workers._sweep_file import run_file
     if len(args.target) != 2:
@@ -226,18 +229,19 @@ def _sweep(args, console) -> int:
         console.print(f"[red]tritonkit tune sweep: {e}[/red]")
         return _status.SCRIPT_FAILED
     for device, results in res.results.items():
-        t = Table(title=f"{res.kernel} on {device}")
-        for c in ("key", "winner", "ms", "measured", "cached", "not ok"):
-            t.add_column(c)
+        t = FitTable(Column("key", shorten=True, key=True, min_width=16), Column("winner", shorten=True, min_width=16),
+                     *(Column(c, justify="right") for c in ("ms", "measured", "cached", "not ok")),
+                     title=f"{res.kernel} on {device}")
         for r in results:
             w = r.winner
-            t.add_row(", ".join(r.key), w.key if w else "-", f"{w.ms:.4f}" if w else "-",
+            t.add_row(safe(", ".join(r.key)), safe(w.key) if w else "-", f"{w.ms:.4f}" if w else "-",
                       str(sum(x.source != "cache" for x in r.trials)), str(sum(x.source == "cache" for x in r.trials)),
                       str(sum(not x.ok for x in r.trials)))
         console.print(t)
-    t = Table(title=f"workers ({res.seconds:.1f} s)")
-    for c in ("gpu", "device", "host", "pids", "measured", "busy s", "deaths", "requeued", "crashed"):
-        t.add_column(c)
+    t = FitTable(Column("gpu", key=True), Column("device", shorten=True, min_width=12),
+                 Column("host", shorten=True, min_width=12), Column("pids"),
+                 *(Column(c, justify="right") for c in ("measured", "busy s", "deaths", "requeued", "crashed")),
+                 title=f"workers ({res.seconds:.1f} s)")
     for w in res.workers:
         t.add_row(w.gpu, w.device, w.host, ",".join(map(str, w.pids)), str(w.measured), f"{w.busy_s:.1f}",
                   str(w.deaths), str(w.requeued), str(w.crashed))

@@ -40,12 +40,14 @@ def _step_command(step: str, ns, out_dir: str, target: List[str]) -> List[str]:
     return base + ["--"] + list(target)
 
 
-def _child_env() -> Dict[str, str]:
-    """The steps' environment: where the doctor's output is not a terminal (a log, CI), a wide console
-    for rich (the profile's table has 14 columns; rich would fold it into 80)."""
+def _child_env(width: Optional[int] = None) -> Dict[str, str]:
+    """The steps' environment: the doctor's own, with ``COLUMNS`` set to ``width`` (the doctor's
+    ``--width``, columns) where given, so that the steps' tables are as wide as the doctor's output.
+    Otherwise each step finds its width as the doctor does: ``COLUMNS``, the terminal's, or 80 for a
+    file or a pipe (their tables fit it: :mod:`tritonkit.report.fit`)."""
     env = dict(os.environ)
-    if not sys.stdout.isatty() and "COLUMNS" not in env:
-        env["COLUMNS"] = "200"
+    if width is not None:
+        env["COLUMNS"] = str(width)
     return env
 
 
@@ -59,7 +61,7 @@ def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
 
     Args:
         ns: the parsed ``doctor`` arguments (``out``, ``skip``, ``nan``, ``no_children``, ``access_maps``,
-            ``budget``, ``timeout``).
+            ``budget``, ``timeout``, and ``width``: the steps' console width in columns, None for theirs).
         target: the script and its arguments (``["python", "x.py", ...]`` or ``["python", "-m", "m"]``).
         gpu: whether a CUDA GPU is present (None: ask torch).
         run: runs one step's command, called as ``run(cmd, timeout=seconds or None, env=dict)``
@@ -93,7 +95,7 @@ def run_doctor(ns, target: List[str], gpu: Optional[bool] = None,
         log(f"== tritonkit doctor: {step} ==")
         t0 = time.perf_counter()
         try:
-            proc = run(cmd, timeout=ns.timeout, env=_child_env())
+            proc = run(cmd, timeout=ns.timeout, env=_child_env(getattr(ns, "width", None)))
             code = proc.returncode
         except subprocess.TimeoutExpired:
             code = None

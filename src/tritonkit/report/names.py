@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from .fit import shorten_middle
+
 __all__ = ["LABEL_WIDTH", "short_name"]
 
 #: the default width of a label, characters
@@ -131,14 +133,9 @@ def _brief_mangled(name: str) -> Optional[Tuple[str, List[str]]]:
 
 
 def _middle(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis in the middle (the end tells kernels apart)."""
-    if len(text) <= width:
-        return text
-    if width <= 1:
-        return text[:width]
-    head = (width - 1) * 3 // 5
-    tail = width - 1 - head
-    return text[:head] + "…" + (text[-tail:] if tail else "")
+    """``text`` cut to ``width`` characters with an ellipsis in the middle (the end tells kernels apart):
+    :func:`~tritonkit.report.fit.shorten_middle`."""
+    return shorten_middle(text, width)
 
 
 def short_name(name: str, width: int = LABEL_WIDTH) -> str:

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..check.findings import process_label, program_label, short_path
+from .fit import Column, FitTable
 
 __all__ = ["print_report", "render_finding", "render_summary", "findings_text", "short_path"]
 
@@ -114,14 +115,13 @@ _SHOWN_FALLBACKS = 5
 
 
 def render_summary(summary: dict, kernels: Iterable, findings: List) -> RenderableType:
-    """The end-of-run summary: per kernel launches/programs/findings/time, then totals by kind."""
-    table = Table(title=None, show_edge=False, header_style="bold")
-    table.add_column("kernel")
-    table.add_column("launches", justify="right")
-    table.add_column("programs", justify="right")
-    table.add_column("configs", justify="right")
-    table.add_column("findings", justify="right")
-    table.add_column("seconds", justify="right")
+    """The end-of-run summary: per kernel launches/programs/findings/time, then totals by kind. The
+    table has one line per kernel at any width of 40 columns or more: numbers whole, a long kernel
+    name cut in the middle (:class:`~tritonkit.report.fit.FitTable`)."""
+    table = FitTable(Column("kernel", shorten=True, key=True, min_width=16),
+                     *(Column(name, justify="right") for name in ("launches", "programs", "configs", "findings",
+                                                                  "seconds")),
+                     title=None, show_edge=False, header_style="bold")
     for k in kernels:
         table.add_row(Text(safe(k.name)), str(k.launches), str(k.programs), str(len(k.configs)) if k.configs else "-",
                       Text(str(k.findings), style="bold red" if k.findings else "green"), f"{k.seconds:.2f}")
