@@ -181,3 +181,37 @@ def test_bad_repro_options_are_refused(tmp_path, monkeypatch, capfd, argv, said)
     (tmp_path / "s.py").write_text("pass\n")
     assert main(["check", *argv, "--", "python", "s.py"]) == 2
     assert said in capfd.readouterr().err
+
+
+UNINIT = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def accumulate(acc_ptr, x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        m = offs < n
+        acc = tl.load(acc_ptr + offs, mask=m)  # UNINIT: reads the output before anything wrote it
+        tl.store(acc_ptr + offs, acc + tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+    buf = torch.zeros(48)
+    buf[16:] = 1.0
+    acc = torch.empty(32)                     # never written
+    accumulate[(1,)](acc, buf, 32, BLOCK=32)
+''')
+
+
+def test_an_uninitialized_read_reproduces(tmp_path):
+    """The elements tritonkit tracks as never written are saved with the capture and marked again."""
+    (tmp_path / "script.py").write_text(UNINIT)
+    assert _check(["--repro", "repro", "--json", "orig.json", "--", "python", "script.py"], tmp_path).returncode == 1
+    (folder,) = os.listdir(tmp_path / "repro")
+    state = torch.load(tmp_path / "repro" / folder / "launch.pt", weights_only=False)
+    assert state["args"]["acc_ptr"]["uninitialized"] == [[0, 32]] and state["args"]["x_ptr"]["uninitialized"] == []
+    rerun = _check(["--json", "again.json", "--", "python", str(tmp_path / "repro" / folder / "repro.py")], tmp_path)
+    assert rerun.returncode == 1, rerun.stdout + rerun.stderr
+    assert _facts(tmp_path / "again.json") == _facts(tmp_path / "orig.json")
+    assert {f[0] for f in _facts(tmp_path / "orig.json")} == {"uninitialized_read"}

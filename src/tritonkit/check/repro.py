@@ -3,7 +3,8 @@ launch's exact arguments (``tritonkit check --repro DIR``).
 
 Before a checked launch runs, its arguments are captured: each tensor with its dtype, shape,
 strides, storage offset and its **whole storage** (so an overrun into a neighbouring view of the
-same storage reads the same bytes again), scalars, constexprs, the grid and the launch options
+same storage reads the same bytes again) with the elements tritonkit tracks as never written (which
+the reproducer marks again under ``tritonkit check``, so an ``uninitialized_read`` reproduces), scalars, constexprs, the grid and the launch options
 (``num_warps``, ``num_stages``, the autotune config's meta-parameters, which reach the kernel as
 constexprs). When the launch ends with a finding, the capture is written as
 ``DIR/NNN-KERNEL/launch.pt`` with ``repro.py`` and a ``README.md`` that says what it should show:
@@ -86,6 +87,10 @@ def load_kernel():
 def rebuild(value, device):
     if isinstance(value, dict) and value.get("__tensor__"):
         storage = value["storage"].to(device)
+        if value.get("uninitialized") and "TRITONKIT_RUN_DIR" in os.environ:  # under tritonkit check
+            from tritonkit.check import mark_uninitialized
+            for first, end in value["uninitialized"]:  # never written before the launch, as then
+                mark_uninitialized(storage[first:end])
         return torch.empty(0, dtype=value["dtype"], device=device).set_(
             storage.untyped_storage(), value["offset"], value["shape"], value["stride"])
     return value
@@ -132,9 +137,11 @@ class Capture:
                 itemsize = value.element_size()
                 full = torch.empty(0, dtype=value.dtype, device=value.device).set_(
                     storage, 0, (storage.nbytes() // itemsize,), (1,))
+                saved = full.detach().to("cpu", copy=True)
                 args[name] = {"__tensor__": True, "dtype": value.dtype, "shape": tuple(value.shape),
                               "stride": tuple(value.stride()), "offset": value.storage_offset(),
-                              "device": value.device.type, "storage": full.detach().to("cpu", copy=True)}
+                              "device": value.device.type, "storage": saved,
+                              "uninitialized": _uninitialized_ranges(value, saved)}
             elif value is None or isinstance(value, (bool, int, float, str)):
                 args[name] = value
             elif _saveable(value):
@@ -146,6 +153,28 @@ class Capture:
         self.state = {"kernel": pyfn.__name__, "source": os.path.abspath(pyfn.__code__.co_filename),
                       "module": pyfn.__module__, "args": args, "grid": list(grid), "options": options,
                       "config": config}
+
+
+def _uninitialized_ranges(t, saved) -> List[List[int]]:
+    """The ``[first, end)`` element ranges of ``t``'s storage (``saved``: its elements, on the host)
+    that tritonkit tracks as never written (a ``torch.empty`` nothing wrote yet, or
+    ``mark_uninitialized``), so that the reproducer marks them again; [] where none are, or where
+    the storage was tracked with another element size."""
+    import numpy as np
+    import torch
+
+    from .checks import uninitialized as _u
+    registry = getattr(_u, "_registry", None)
+    if registry is None:
+        return []
+    tracked = registry.lookup(_u._storage_key(t))
+    if tracked is None or tracked.g != t.element_size():
+        return []
+    cells = saved.view(torch.uint8).numpy().view(np.dtype(f"<u{tracked.g}")) == tracked.pattern
+    if tracked.uninit is not None:
+        cells &= tracked.uninit[:len(cells)]
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], cells.astype(np.int8), [0]))))
+    return [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2])]
 
 
 def _saveable(value) -> bool:
