@@ -173,7 +173,10 @@ def test_skeleton_keeps_definitions_at_their_lines_and_drops_what_runs():
                                             "    return 1", "x = torch.zeros(N)"]
 
 
-@pytest.mark.parametrize("argv, said", [(["--repro-self-contained"], "goes with --repro"),
+@pytest.mark.parametrize("argv, said", [(["--repro-self-contained"], "go with --repro"),
+                                        (["--repro-max-bytes", "1M"], "go with --repro"),
+                                        (["--repro", "r", "--repro-max-bytes", "0"], "positive size"),
+                                        (["--repro", "r", "--repro-max-bytes", "lots"], "not a size"),
                                         (["--repro", "afile"], "not a directory")])
 def test_bad_repro_options_are_refused(tmp_path, monkeypatch, capfd, argv, said):
     monkeypatch.chdir(tmp_path)
@@ -215,3 +218,58 @@ def test_an_uninitialized_read_reproduces(tmp_path):
     assert rerun.returncode == 1, rerun.stdout + rerun.stderr
     assert _facts(tmp_path / "again.json") == _facts(tmp_path / "orig.json")
     assert {f[0] for f in _facts(tmp_path / "orig.json")} == {"uninitialized_read"}
+
+
+def test_a_storage_over_the_size_cap_is_saved_in_part_and_its_findings_still_reproduce(tmp_path):
+    """Over --repro-max-bytes only the elements the view spans are saved (the rest is 0 when the
+    reproducer runs, which its README says): the addresses, so the out-of-bounds findings, are the
+    same."""
+    (tmp_path / "script.py").write_text(SCRIPT)
+    run = _check(["--repro", "repro", "--repro-max-bytes", "100", "--json", "orig.json", "--", "python", "script.py"],
+                 tmp_path)
+    assert run.returncode == 1, run.stderr
+    folder = tmp_path / "repro" / "001-read_past"
+    x = torch.load(folder / "launch.pt", weights_only=False)["args"]["x_ptr"]
+    assert (x["storage_numel"], x["saved_from"]) == (64, 8)
+    assert torch.equal(x["storage"], torch.arange(8, 40, dtype=torch.float32))  # the view's 32 elements only
+    assert "saved exactly, the rest of the storage is 0" in (folder / "README.md").read_text()
+    again = []
+    for name in sorted(os.listdir(tmp_path / "repro")):
+        rerun = _check(["--json", "again.json", "--", "python", str(tmp_path / "repro" / name / "repro.py")],
+                       tmp_path)
+        assert rerun.returncode == 1, rerun.stdout + rerun.stderr
+        again += _facts(tmp_path / "again.json")
+    assert sorted(again) == _facts(tmp_path / "orig.json")
+
+
+def test_a_kernel_of_a_package_is_imported_with_its_package(tmp_path):
+    """``mylib.ops.copy`` imports ``mylib.ops.util``: the reproducer imports the module by its name
+    from the tree it was in, so its package's own imports resolve there (not to another copy)."""
+    ops = tmp_path / "src" / "mylib" / "ops"
+    ops.mkdir(parents=True)
+    (tmp_path / "src" / "mylib" / "__init__.py").write_text("")
+    (ops / "__init__.py").write_text("from mylib.ops.copy import copy_kernel  # noqa: F401\n")
+    (ops / "util.py").write_text("BLOCK = 32\n")
+    (ops / "copy.py").write_text(textwrap.dedent('''
+        import triton
+        import triton.language as tl
+        from mylib.ops.util import BLOCK
+
+
+        @triton.jit
+        def copy_kernel(x_ptr, out_ptr, n, B: tl.constexpr):
+            offs = tl.program_id(0) * B + tl.arange(0, B)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs))  # PKG
+    '''))
+    (tmp_path / "run.py").write_text("import sys, torch\nsys.path.insert(0, 'src')\n"
+                                     "from mylib.ops.copy import copy_kernel, BLOCK\n"
+                                     "copy_kernel[(1,)](torch.ones(20), torch.empty(20), 20, B=BLOCK)\n")
+    assert _check(["--repro", "repro", "--json", "orig.json", "--", "python", "run.py"], tmp_path).returncode == 1
+    (folder,) = os.listdir(tmp_path / "repro")
+    state = torch.load(tmp_path / "repro" / folder / "launch.pt", weights_only=False)
+    assert (state["module"], state["import_root"]) == ("mylib.ops.copy", str(tmp_path / "src"))
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    rerun = _check(["--json", "again.json", "--", "python", str(tmp_path / "repro" / folder / "repro.py")], elsewhere)
+    assert rerun.returncode == 1, rerun.stdout + rerun.stderr
+    assert _facts(elsewhere / "again.json") == _facts(tmp_path / "orig.json")

@@ -64,7 +64,8 @@ class CheckOptions:
             :func:`tritonkit.check.checking` takes it (None: every launch in the interpreter).
         repro: the directory each launch with a finding gets a reproducer folder in (None: none;
             see :mod:`tritonkit.check.repro`); ``repro_self_contained``: the kernel's source is
-            copied into every folder.
+            copied into every folder; ``repro_max_bytes``: a storage larger than this (bytes; None:
+            256 MiB) is saved in part.
     """
 
     checks: Optional[List[str]] = None
@@ -82,6 +83,7 @@ class CheckOptions:
     gpu_above: Optional[int] = None
     repro: Optional[str] = None
     repro_self_contained: bool = False
+    repro_max_bytes: Optional[int] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """Plain JSON data."""
@@ -389,7 +391,7 @@ def run_root(target, options: CheckOptions, run_dir: str, prog: str = "tritonkit
         watch_forks(False)
     outcome: Dict[str, Any] = {"status": 0, "failed": False, "interrupted": False, "internal": None}
     from . import repro
-    repro.configure(options.repro, options.repro_self_contained)
+    repro.configure(options.repro, options.repro_self_contained, options.repro_max_bytes)
     context = _session.checking(journal=journal, **options.session_kwargs())
     pid, ended = os.getpid(), []
 
@@ -459,7 +461,7 @@ def start_child() -> None:
     journal = Journal(run_dir, "child", options.kinds(), options.engine)
     install(run_dir, options)
     from . import repro
-    repro.configure(options.repro, options.repro_self_contained)
+    repro.configure(options.repro, options.repro_self_contained, options.repro_max_bytes)
     context = checking(journal=journal, **options.session_kwargs(child=True))
     session = context.__enter__()
     _quiet_stop()

@@ -3,7 +3,9 @@ launch's exact arguments (``tritonkit check --repro DIR``).
 
 Before a checked launch runs, its arguments are captured: each tensor with its dtype, shape,
 strides, storage offset and its **whole storage** (so an overrun into a neighbouring view of the
-same storage reads the same bytes again) with the elements tritonkit tracks as never written (which
+same storage reads the same bytes again; a storage over ``--repro-max-bytes``, 256 MiB by default,
+only the elements its view spans, the rest filled with 0 when the reproducer runs, which its README
+says) with the elements tritonkit tracks as never written (which
 the reproducer marks again under ``tritonkit check``, so an ``uninitialized_read`` reproduces), scalars, constexprs, the grid and the launch options
 (``num_warps``, ``num_stages``, the autotune config's meta-parameters, which reach the kernel as
 constexprs). When the launch ends with a finding, the capture is written as
@@ -14,9 +16,9 @@ constexprs). When the launch ends with a finding, the capture is written as
 * ``tritonkit check -- python repro.py`` reproduces the findings (kind, line, argument, elements,
   programs), since the launch and its inputs are the same.
 
-The kernel comes from its source file. A kernel defined in a module is imported from its file by
-path (its module's other top-level code runs, as for any import; ``if __name__ == "__main__":``
-blocks do not). A kernel defined in the script itself (``__main__``), or every kernel with
+The kernel comes from its source file. A kernel defined in a module is imported by the module's
+name from the tree its file is in (a package's module with its package; the module's other
+top-level code runs, as for any import). A kernel defined in the script itself (``__main__``), or every kernel with
 ``--repro-self-contained``, comes from ``kernel_source.py`` in the folder: the file's imports,
 definitions and simple assignments, at their original line numbers (every other statement blanked),
 so the findings keep their lines. Launches whose arguments cannot be captured (an argument that is
@@ -34,6 +36,9 @@ from typing import Any, Dict, List, Optional
 #: the directory reproducers are written to in this process (None: none are)
 _DIR: List[Optional[str]] = [None]
 _SELF_CONTAINED = [False]
+#: storages larger than this many bytes are saved in part (see :class:`Capture`)
+DEFAULT_MAX_BYTES = 256 << 20
+_MAX_BYTES = [DEFAULT_MAX_BYTES]
 _LOCK = threading.Lock()
 
 README = """\
@@ -71,12 +76,16 @@ STATE = torch.load(os.path.join(HERE, "launch.pt"), weights_only=False)
 
 
 def load_kernel():
-    path = STATE["source"] if not STATE["self_contained"] else os.path.join(HERE, "kernel_source.py")
-    sys.path.insert(0, os.path.dirname(path))
-    spec = importlib.util.spec_from_file_location(STATE["module_name"], path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    if STATE["self_contained"]:
+        path = os.path.join(HERE, "kernel_source.py")
+        sys.path.insert(0, os.path.dirname(STATE["source"]))  # for the file's own sibling imports
+        spec = importlib.util.spec_from_file_location(STATE["module_name"], path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:  # the module by its name, from the tree its file is in (a package's module with its package)
+        sys.path.insert(0, STATE["import_root"])
+        module = importlib.import_module(STATE["module_name"])
     kernel = getattr(module, STATE["kernel"])
     from triton.runtime.autotuner import Autotuner, Heuristics
     while isinstance(kernel, (Autotuner, Heuristics)):
@@ -87,6 +96,10 @@ def load_kernel():
 def rebuild(value, device):
     if isinstance(value, dict) and value.get("__tensor__"):
         storage = value["storage"].to(device)
+        numel, first = value.get("storage_numel", storage.numel()), value.get("saved_from", 0)
+        if numel != storage.numel():  # saved in part (--repro-max-bytes): the rest of the storage is 0
+            part, storage = storage, torch.zeros(numel, dtype=value["dtype"], device=device)
+            storage[first:first + part.numel()] = part
         if value.get("uninitialized") and "TRITONKIT_RUN_DIR" in os.environ:  # under tritonkit check
             from tritonkit.check import mark_uninitialized
             for first, end in value["uninitialized"]:  # never written before the launch, as then
@@ -109,10 +122,12 @@ if __name__ == "__main__":
 '''
 
 
-def configure(directory: Optional[str], self_contained: bool = False) -> None:
-    """Write reproducers to ``directory`` from this process on (None: stop)."""
+def configure(directory: Optional[str], self_contained: bool = False, max_bytes: Optional[int] = None) -> None:
+    """Write reproducers to ``directory`` from this process on (None: stop); a storage of more than
+    ``max_bytes`` bytes (None: :data:`DEFAULT_MAX_BYTES`, 256 MiB) is saved in part."""
     _DIR[0] = os.path.abspath(directory) if directory else None
     _SELF_CONTAINED[0] = bool(self_contained)
+    _MAX_BYTES[0] = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
 
 
 def enabled() -> bool:
@@ -135,13 +150,17 @@ class Capture:
             if isinstance(value, torch.Tensor):
                 storage = value.untyped_storage()
                 itemsize = value.element_size()
-                full = torch.empty(0, dtype=value.dtype, device=value.device).set_(
-                    storage, 0, (storage.nbytes() // itemsize,), (1,))
-                saved = full.detach().to("cpu", copy=True)
+                numel = storage.nbytes() // itemsize
+                full = torch.empty(0, dtype=value.dtype, device=value.device).set_(storage, 0, (numel,), (1,))
+                first, end = 0, numel
+                if storage.nbytes() > _MAX_BYTES[0]:  # the view's own span only; the rest is filled with 0
+                    first, end = _span(value)
+                saved = full[first:end].detach().to("cpu", copy=True)
                 args[name] = {"__tensor__": True, "dtype": value.dtype, "shape": tuple(value.shape),
                               "stride": tuple(value.stride()), "offset": value.storage_offset(),
-                              "device": value.device.type, "storage": saved,
-                              "uninitialized": _uninitialized_ranges(value, saved)}
+                              "device": value.device.type, "storage": saved, "storage_numel": numel,
+                              "saved_from": first,
+                              "uninitialized": _uninitialized_ranges(value, saved, first)}
             elif value is None or isinstance(value, (bool, int, float, str)):
                 args[name] = value
             elif _saveable(value):
@@ -150,13 +169,36 @@ class Capture:
                 self.skip = f"argument {name} is a {type(value).__name__}, which a reproducer cannot save"
         options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages", "num_ctas", "maxnreg",
                                                              "enable_fp_fusion")}
-        self.state = {"kernel": pyfn.__name__, "source": os.path.abspath(pyfn.__code__.co_filename),
-                      "module": pyfn.__module__, "args": args, "grid": list(grid), "options": options,
-                      "config": config}
+        source = os.path.abspath(pyfn.__code__.co_filename)
+        self.state = {"kernel": pyfn.__name__, "source": source, "module": pyfn.__module__,
+                      "import_root": _import_root(source, pyfn.__module__), "args": args, "grid": list(grid),
+                      "options": options, "config": config}
 
 
-def _uninitialized_ranges(t, saved) -> List[List[int]]:
-    """The ``[first, end)`` element ranges of ``t``'s storage (``saved``: its elements, on the host)
+def _import_root(source: str, module: str) -> str:
+    """The directory ``module`` (a dotted name) is imported from, given its file ``source``:
+    ``/x/src`` for ``liger_kernel.ops.layer_norm`` in ``/x/src/liger_kernel/ops/layer_norm.py``."""
+    up = module.count(".") + (os.path.basename(source) == "__init__.py")
+    root = os.path.dirname(source)
+    for _ in range(up):
+        root = os.path.dirname(root)
+    return root
+
+
+def _span(t) -> "tuple[int, int]":
+    """``[first, end)``: the storage elements ``t``'s view addresses, lowest to highest."""
+    lo = hi = t.storage_offset()
+    for size, stride in zip(t.shape, t.stride()):
+        if size == 0:
+            return lo, lo
+        reach = (size - 1) * stride
+        lo, hi = lo + min(0, reach), hi + max(0, reach)
+    return lo, hi + 1
+
+
+def _uninitialized_ranges(t, saved, first: int = 0) -> List[List[int]]:
+    """The ``[first, end)`` element ranges of ``t``'s storage (``saved``: its elements from element
+    ``first`` on, on the host)
     that tritonkit tracks as never written (a ``torch.empty`` nothing wrote yet, or
     ``mark_uninitialized``), so that the reproducer marks them again; [] where none are, or where
     the storage was tracked with another element size."""
@@ -172,9 +214,9 @@ def _uninitialized_ranges(t, saved) -> List[List[int]]:
         return []
     cells = saved.view(torch.uint8).numpy().view(np.dtype(f"<u{tracked.g}")) == tracked.pattern
     if tracked.uninit is not None:
-        cells &= tracked.uninit[:len(cells)]
+        cells &= tracked.uninit[first:first + len(cells)]
     edges = np.flatnonzero(np.diff(np.concatenate(([0], cells.astype(np.int8), [0]))))
-    return [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2])]
+    return [[int(a) + first, int(b) + first] for a, b in zip(edges[::2], edges[1::2])]
 
 
 def _saveable(value) -> bool:
@@ -233,9 +275,7 @@ def write(cap: Capture, findings: List[Any]) -> Optional[str]:
     title = "; ".join(f"{f.kind} in {kernel} at line {f.line}" for f in findings[:3])
     with open(os.path.join(folder, "repro.py"), "w", encoding="utf-8") as fh:
         fh.write(REPRO.format(title=title.replace('"', "'")))
-    args = "\n".join(f"* {n}: " + (f"{v['dtype']} tensor, shape {list(v['shape'])}, strides {list(v['stride'])}, "
-                                   f"storage offset {v['offset']}, storage of {v['storage'].numel()} elements "
-                                   f"(on {v['device']})" if isinstance(v, dict) and v.get("__tensor__") else repr(v))
+    args = "\n".join(f"* {n}: " + (_describe(v) if isinstance(v, dict) and v.get("__tensor__") else repr(v))
                      for n, v in state["args"].items())
     opts = ", ".join(f"{k}={v}" for k, v in state["options"].items()) or "default options"
     if cap.config:
@@ -246,6 +286,18 @@ def write(cap: Capture, findings: List[Any]) -> Optional[str]:
         fh.write(README.format(kernel=kernel, what=f"It should show:\n\n{what}", grid=state["grid"], options=opts,
                                args=args, source=source))
     return folder
+
+
+def _describe(v: dict) -> str:
+    """A README line for a saved tensor: what it is, and whether its storage was saved whole."""
+    numel, part = v["storage_numel"], v["storage"].numel()
+    text = (f"{v['dtype']} tensor, shape {list(v['shape'])}, strides {list(v['stride'])}, storage offset "
+            f"{v['offset']}, storage of {numel} elements (on {v['device']})")
+    if part != numel:
+        text += (f"; over --repro-max-bytes, so only the view's elements [{v['saved_from']}, "
+                 f"{v['saved_from'] + part}) are saved exactly, the rest of the storage is 0: addresses (and so "
+                 "out-of-bounds findings) reproduce, values read outside the view do not")
+    return text
 
 
 def skeleton(source: str) -> str:

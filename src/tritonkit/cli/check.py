@@ -66,6 +66,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     c.add_argument("--repro-self-contained", action="store_true",
                    help="with --repro: copy the kernel's file (its imports and definitions) into each folder, to "
                         "attach to an issue elsewhere")
+    c.add_argument("--repro-max-bytes", metavar="SIZE",
+                   help="with --repro: a tensor whose storage is larger (bytes, or with K/M/G: 64M) is saved in part: "
+                        "the elements its view spans, the rest filled with 0 (default 256M)")
     c.add_argument("--stop-on-first", action="store_true", help="stop the script at the first finding")
     c.add_argument("--pdb", action="store_true",
                    help="open pdb at the first finding, in the kernel at the offending line, in the offending "
@@ -173,14 +176,33 @@ def _options(args):
             os.makedirs(repro, exist_ok=True)
         except OSError as e:
             raise BadUsage(f"--repro {args.repro}: cannot make it: {e.strerror or e}") from None
-    elif args.repro_self_contained:
-        raise BadUsage("--repro-self-contained goes with --repro DIR: add it")
+    elif args.repro_self_contained or args.repro_max_bytes:
+        raise BadUsage("--repro-self-contained and --repro-max-bytes go with --repro DIR: add it")
+    max_bytes = _size(args.repro_max_bytes, "--repro-max-bytes") if args.repro_max_bytes else None
     return CheckOptions(checks=kinds, nan=args.nan, stop_on_first=args.stop_on_first, timeout=timeout,
                         pdb=args.pdb, engine=args.engine,
                         batch_memory=args.batch_memory << 20 if args.batch_memory else None,
                         access_maps=args.access_maps, children=not args.no_children, outputs=args.outputs,
                         stall_polls=args.stall_polls, workers=args.workers, gpu_above=gpu_above,
-                        repro=repro, repro_self_contained=args.repro_self_contained)
+                        repro=repro, repro_self_contained=args.repro_self_contained, repro_max_bytes=max_bytes)
+
+
+def _size(text: str, option: str) -> int:
+    """A size in bytes from ``1000``, ``64K``, ``64M``, ``2G`` (powers of 1024).
+
+    Raises:
+        BadUsage: not a size, or not positive.
+    """
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in units and t[-1:] else ""
+    try:
+        value = float(t[:-1] if unit else t) * units[unit]
+    except ValueError:
+        raise BadUsage(f"{option} {text}: not a size; give bytes, or a number with K, M or G (64M)") from None
+    if value <= 0:
+        raise BadUsage(f"{option} {text}: give a positive size")
+    return int(value)
 
 
 def _list_checks() -> int:
@@ -403,7 +425,8 @@ def _disk_full(path: str) -> bool:
 
 
 _CPU_ONLY = ("--stop-on-first", "--pdb", "--timeout", "--nan", "--checks", "--no-checks", "--batch-memory", "--workers",
-             "--stall-polls", "--access-maps", "--no-children", "--repro", "--repro-self-contained")
+             "--stall-polls", "--access-maps", "--no-children", "--repro", "--repro-self-contained",
+             "--repro-max-bytes")
 
 
 def _run_gpu(args, target, json_path: Optional[str], outputs: Optional[_Outputs] = None) -> int:
