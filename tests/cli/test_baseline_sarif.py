@@ -166,6 +166,8 @@ def test_sarif_of_every_finding_kind_and_odd_paths_is_valid(tmp_path):
     validator.validate(log)
     (run,) = log["runs"]
     assert [r["id"] for r in run["tool"]["driver"]["rules"]] == list(FINDING_KINDS)
+    levels = {r["ruleId"]: r["level"] for r in run["results"]}
+    assert levels["out_of_bounds"] == "error" and levels["timeout"] == "warning"  # not checked is not a bug
     assert run["results"][-1]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "file:///elsewhere/k.py"
     assert run["results"][-1]["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
     assert run["originalUriBaseIds"]["SRCROOT"]["uri"].endswith("/")

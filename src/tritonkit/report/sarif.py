@@ -20,8 +20,6 @@ from .._version import __version__
 SARIF_VERSION = "2.1.0"
 #: the schema's address (OASIS SARIF 2.1.0 errata 01, the version GitHub code scanning reads)
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-#: kinds that say a launch could not be checked, not that the kernel is wrong
-_NOT_CHECKED = frozenset({"unsupported", "timeout", "kernel_error"})
 #: ``%SRCROOT%``: the directory the run's relative paths start from
 SRCROOT = "SRCROOT"
 
@@ -35,7 +33,7 @@ def _rules(kinds: Sequence[str]) -> List[Dict[str, Any]]:
         rules.append({"id": kind, "name": "".join(w.capitalize() for w in kind.split("_")),
                       "shortDescription": {"text": title},
                       "fullDescription": {"text": f"tritonkit check: {title} ({kind})"},
-                      "defaultConfiguration": {"level": "warning" if kind in _NOT_CHECKED else "error"}})
+                      "defaultConfiguration": {"level": cls.level}})
     return rules
 
 
@@ -69,6 +67,7 @@ def to_sarif(findings: Sequence[Any], root: Optional[str] = None, baseline=None,
         command: the checked command line, recorded in the run's invocation.
     """
     from ..check.baseline import finding_key
+    from ..check.checks import kind_of
     root = os.path.abspath(root or os.getcwd())
     kinds: List[str] = []
     for f in findings:
@@ -84,7 +83,7 @@ def to_sarif(findings: Sequence[Any], root: Optional[str] = None, baseline=None,
             text = f"{text}. Hint: {f.hint}"
         result: Dict[str, Any] = {
             "ruleId": f.kind, "ruleIndex": kinds.index(f.kind),
-            "level": "warning" if f.kind in _NOT_CHECKED else "error",
+            "level": kind_of(f.kind).level,
             "message": {"text": text},
             "locations": [{"physicalLocation": {"artifactLocation": _uri(f.file, root),
                                                 "region": {"startLine": max(1, int(f.line or 1)),

@@ -36,6 +36,8 @@ class FindingKind:
         first_message_only: the first occurrence's message stands for all (it quotes values).
         aborts_launch: a finding of this kind stops its launch (the launch raises
             :class:`~tritonkit.check.CheckAborted` itself after reporting it).
+        level: how a code-scanning viewer ranks it (a SARIF result's ``level``): ``"error"`` for a
+            bug in the kernel, ``"warning"`` for a launch that could not be checked.
     """
 
     kind: ClassVar[str] = ""
@@ -44,6 +46,7 @@ class FindingKind:
     by_origin: ClassVar[bool] = False
     first_message_only: ClassVar[bool] = False
     aborts_launch: ClassVar[bool] = False
+    level: ClassVar[str] = "error"
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)

@@ -16,6 +16,7 @@ _GREY = "#475569"
 
 class _LaunchStopped(FindingKind):
     aborts_launch = True  # the launch stops with it: --stop-on-first has nothing more to stop
+    level = "warning"  # the launch was not checked to its end: not itself a bug in the kernel
 
 
 class Unsupported(_LaunchStopped):
