@@ -273,3 +273,16 @@ def test_a_kernel_of_a_package_is_imported_with_its_package(tmp_path):
     rerun = _check(["--json", "again.json", "--", "python", str(tmp_path / "repro" / folder / "repro.py")], elsewhere)
     assert rerun.returncode == 1, rerun.stdout + rerun.stderr
     assert _facts(elsewhere / "again.json") == _facts(tmp_path / "orig.json")
+
+
+def test_a_reproducer_that_cannot_be_written_is_said_and_the_run_goes_on(tmp_path):
+    """The script puts a file where DIR was (any user, root included, then cannot make folders in
+    it): each launch's reproducer fails, said on stderr; the findings and the run are as without."""
+    (tmp_path / "script.py").write_text("import os, shutil\nshutil.rmtree('repro')\nopen('repro', 'w').close()\n"
+                                        + SCRIPT + "\nprint('the script ended')\n")
+    run = _check(["--repro", "repro", "--json", "orig.json", "--", "python", "script.py"], tmp_path)
+    assert run.returncode == 1, run.stderr  # the findings, as without --repro
+    assert "the script ended" in run.stdout
+    assert "could not write the reproducer of read_past" in run.stderr
+    assert "could not write the reproducer of write_past" in run.stderr
+    assert len(json.loads((tmp_path / "orig.json").read_text())["findings"]) == 2

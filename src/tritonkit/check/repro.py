@@ -236,9 +236,27 @@ def capture(pyfn, bound, kwargs, grid, config) -> Optional[Capture]:
     return Capture(pyfn, bound, kwargs, grid, config)
 
 
+def write_safely(cap: Capture, findings: List[Any]) -> Optional[str]:
+    """:func:`write`, for the end of a checked launch: a reproducer is a by-product of the check, so
+    a folder that cannot be written (a full disk, no permission, a source file Python cannot parse)
+    is said on stderr and the run goes on."""
+    import sys
+    try:
+        return write(cap, findings)
+    except Exception as e:  # noqa: BLE001 - whatever went wrong, the checked run must not end here
+        print(f"tritonkit: could not write the reproducer of {cap.state['kernel']} in {_DIR[0]}: "
+              f"{type(e).__name__}: {e}", file=sys.stderr)
+        return None
+
+
 def write(cap: Capture, findings: List[Any]) -> Optional[str]:
     """Write ``cap``'s folder for a launch that made ``findings``; returns the folder (None: skipped,
-    the reason appended to ``skipped.txt``). Never raises for an unwritable folder: says so there."""
+    the reason appended to ``skipped.txt``).
+
+    Raises:
+        OSError: the folder or a file in it cannot be written.
+        SyntaxError: the kernel's source file cannot be parsed (self-contained folders).
+    """
     import torch
     directory = _DIR[0]
     if directory is None:

@@ -149,7 +149,7 @@ def run_launch(session, pyfn, args, kwargs, grid, config: Optional[str] = None, 
                     mapper.copy_back()
                 session.end_launch(launch)
                 if cap is not None and launch.found:
-                    repro.write(cap, [f for f in session.findings if f.kernel == kernel])
+                    repro.write_safely(cap, [f for f in session.findings if f.kernel == kernel])
             finally:
                 launch.release()
                 if record.seconds > _TRIM_AFTER_S:
