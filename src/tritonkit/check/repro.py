@@ -130,6 +130,24 @@ def configure(directory: Optional[str], self_contained: bool = False, max_bytes:
     _MAX_BYTES[0] = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
 
 
+def directory_for(given: str, make: bool = True) -> str:
+    """``given`` (``--repro DIR``) as an absolute path, made where ``make`` and missing.
+
+    Raises:
+        ValueError: it names something that is not a directory, or it cannot be made; the message
+            says what to give.
+    """
+    path = os.path.abspath(given)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{given}: not a directory; give a directory (made if missing)")
+    if make:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"{given}: cannot make it: {e.strerror or e}") from None
+    return path
+
+
 def enabled() -> bool:
     """Whether reproducers are written in this process."""
     return _DIR[0] is not None

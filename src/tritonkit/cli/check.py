@@ -169,13 +169,11 @@ def _options(args):
         raise BadUsage(f"--gpu-above: {e}") from None
     repro = None
     if args.repro:
-        repro = os.path.abspath(args.repro)
-        if os.path.exists(repro) and not os.path.isdir(repro):
-            raise BadUsage(f"--repro {args.repro}: not a directory; give a directory (made if missing)")
+        from ..check.repro import directory_for
         try:
-            os.makedirs(repro, exist_ok=True)
-        except OSError as e:
-            raise BadUsage(f"--repro {args.repro}: cannot make it: {e.strerror or e}") from None
+            repro = directory_for(args.repro)
+        except ValueError as e:
+            raise BadUsage(f"--repro {e}") from None
     elif args.repro_self_contained or args.repro_max_bytes:
         raise BadUsage("--repro-self-contained and --repro-max-bytes go with --repro DIR: add it")
     max_bytes = _size(args.repro_max_bytes, "--repro-max-bytes") if args.repro_max_bytes else None
@@ -330,25 +328,23 @@ class _Outputs:
 
     def write(self, findings: list) -> bool:
         """Write the SARIF file and the new baseline; False (said on stderr) where one could not be."""
+        from ..check.baseline import write_baseline
+        from ..report.sarif import write_sarif
         from ..report.terminal import safe
         ok = True
-        if self.sarif:
-            from ..report.sarif import write_sarif
+        for path, write in ((self.sarif, lambda p: write_sarif(p, findings, self.root, self.baseline, self.command)),
+                            (self.update, lambda p: write_baseline(p, findings, self.root))):
+            if not path:
+                continue
             try:
-                write_sarif(self.sarif, findings, self.root, self.baseline, self.command)
+                n = write(path)
             except OSError as e:
-                print(f"tritonkit check: error: cannot write {safe(self.sarif)}: {safe(e)}", file=sys.stderr)
-                ok = False
-        if self.update:
-            from ..check.baseline import write_baseline
-            try:
-                n = write_baseline(self.update, findings, self.root)
-            except OSError as e:
-                print(f"tritonkit check: error: cannot write {safe(self.update)}: {safe(e)}", file=sys.stderr)
+                print(f"tritonkit check: error: cannot write {safe(path)}: {safe(e)}", file=sys.stderr)
                 ok = False
             else:
-                print(f"tritonkit check: wrote a baseline of {n} finding{'s' if n != 1 else ''} to {safe(self.update)}",
-                      file=sys.stderr)
+                if path == self.update:
+                    print(f"tritonkit check: wrote a baseline of {n} finding{'s' if n != 1 else ''} to {safe(path)}",
+                          file=sys.stderr)
         return ok
 
 

@@ -153,12 +153,9 @@ def pytest_configure(config) -> None:
     plugin.accept_all = bool(config.getoption("tritonkit_update_baseline", None))
     repro_dir = config.getoption("tritonkit_repro", None)
     if repro_dir:
-        import os
-
         from ..check import repro
-        repro_dir = os.path.abspath(repro_dir)
-        if os.path.exists(repro_dir) and not os.path.isdir(repro_dir):
-            raise pytest.UsageError(f"--tritonkit-repro {repro_dir}: not a directory; give a directory (made if "
-                                    "missing)")
-        repro.configure(repro_dir)
+        try:  # made by the first reproducer, as before: a run without findings leaves no DIR
+            repro.configure(repro.directory_for(repro_dir, make=False))
+        except ValueError as e:
+            raise pytest.UsageError(f"--tritonkit-repro {e}") from None
     config.pluginmanager.register(plugin, "tritonkit-checking")
